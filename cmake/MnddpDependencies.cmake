@@ -1,0 +1,122 @@
+# Finds every third-party package mnddp builds against and wraps each in one imported target:
+# MPI::MPI_CXX, mnddp::hdf5 (parallel), Boost::program_options, spdlog, nlohmann_json,
+# mnddp::torch, and (when present) CUDA::cudart and mnddp::nccl.
+find_package(Threads REQUIRED)
+find_package(MPI REQUIRED COMPONENTS C CXX)
+find_package(Boost 1.70 REQUIRED COMPONENTS program_options)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(nlohmann_json 3.9 REQUIRED)
+
+# --- HDF5: must be the MPI-enabled build -------------------------------------------------------
+set(HDF5_PREFER_PARALLEL TRUE)
+find_package(HDF5 REQUIRED COMPONENTS C)
+if(NOT HDF5_IS_PARALLEL)
+  message(FATAL_ERROR "mnddp: HDF5 ${HDF5_VERSION} at ${HDF5_INCLUDE_DIRS} was built without MPI. "
+                      "Install the parallel build (Debian: libhdf5-openmpi-dev) or point HDF5_ROOT at one.")
+endif()
+add_library(mnddp::hdf5 INTERFACE IMPORTED)
+target_include_directories(mnddp::hdf5 INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+target_link_libraries(mnddp::hdf5 INTERFACE ${HDF5_C_LIBRARIES} MPI::MPI_C)
+target_compile_definitions(mnddp::hdf5 INTERFACE ${HDF5_C_DEFINITIONS} H5_USE_110_API_DEFAULT)
+
+# --- LibTorch ------------------------------------------------------------------------------------
+# Located through torch.utils.cmake_prefix_path of the project venv (or Torch_DIR / CMAKE_PREFIX_PATH).
+# We import the libraries ourselves instead of calling find_package(Torch): TorchConfig's Caffe2
+# CUDA module needs nvcc, probes for GPUs at configure time and fails on toolkit/wheel version skew,
+# while we only need headers and the shared libraries.
+set(MNDDP_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH "Python whose torch provides LibTorch")
+if(NOT Torch_DIR)
+  execute_process(COMMAND ${MNDDP_PYTHON} -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+                  OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc ERROR_QUIET)
+  if(_rc EQUAL 0 AND EXISTS "${_torch_prefix}/Torch")
+    set(Torch_DIR "${_torch_prefix}/Torch" CACHE PATH "Directory with TorchConfig.cmake" FORCE)
+  else()
+    find_path(Torch_DIR TorchConfig.cmake PATH_SUFFIXES share/cmake/Torch)
+  endif()
+endif()
+if(NOT Torch_DIR OR NOT EXISTS "${Torch_DIR}/TorchConfigVersion.cmake")
+  message(FATAL_ERROR "mnddp: LibTorch not found. Run scripts/setup.sh (venv with torch), "
+                      "or pass -DTorch_DIR=<libtorch>/share/cmake/Torch.")
+endif()
+get_filename_component(MNDDP_TORCH_ROOT "${Torch_DIR}/../../.." ABSOLUTE)
+include("${Torch_DIR}/TorchConfigVersion.cmake")
+set(Torch_VERSION ${PACKAGE_VERSION})
+set(_torch_libdir "${MNDDP_TORCH_ROOT}/lib")
+find_library(MNDDP_TORCH_LIB torch PATHS ${_torch_libdir} NO_DEFAULT_PATH REQUIRED)
+find_library(MNDDP_TORCH_CPU_LIB torch_cpu PATHS ${_torch_libdir} NO_DEFAULT_PATH REQUIRED)
+find_library(MNDDP_C10_LIB c10 PATHS ${_torch_libdir} NO_DEFAULT_PATH REQUIRED)
+find_library(MNDDP_TORCH_CUDA_LIB torch_cuda PATHS ${_torch_libdir} NO_DEFAULT_PATH)
+find_library(MNDDP_C10_CUDA_LIB c10_cuda PATHS ${_torch_libdir} NO_DEFAULT_PATH)
+
+add_library(mnddp::torch INTERFACE IMPORTED)
+# LibTorch ships its own fmt headers (a newer fmt than Debian's spdlog was built with). A shim
+# directory placed first on the include path makes <fmt/...> the system fmt spdlog expects.
+find_path(MNDDP_FMT_INCLUDE fmt/format.h PATHS /usr/include /usr/local/include NO_CMAKE_PATH)
+get_target_property(_fmt_dirs fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+foreach(_dir IN LISTS _fmt_dirs MNDDP_FMT_INCLUDE)
+  if(_dir AND EXISTS "${_dir}/fmt/format.h")
+    set(_fmt_dir "${_dir}")
+    break()
+  endif()
+endforeach()
+file(MAKE_DIRECTORY "${CMAKE_BINARY_DIR}/fmt-shim")
+file(CREATE_LINK "${_fmt_dir}/fmt" "${CMAKE_BINARY_DIR}/fmt-shim/fmt" SYMBOLIC)
+target_include_directories(mnddp::torch BEFORE INTERFACE "${CMAKE_BINARY_DIR}/fmt-shim")
+target_include_directories(mnddp::torch SYSTEM INTERFACE
+  "${MNDDP_TORCH_ROOT}/include" "${MNDDP_TORCH_ROOT}/include/torch/csrc/api/include")
+# Since torch 2.7 the wheels use the C++11 ABI, which matches Debian's Boost, HDF5 and spdlog.
+target_compile_definitions(mnddp::torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
+target_link_libraries(mnddp::torch INTERFACE ${MNDDP_TORCH_LIB} ${MNDDP_TORCH_CPU_LIB} ${MNDDP_C10_LIB})
+set_property(TARGET mnddp::torch APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:-rpath,${_torch_libdir}")
+
+# --- CUDA and NCCL (optional) --------------------------------------------------------------------
+set(MNDDP_HAVE_CUDA OFF)
+set(MNDDP_HAVE_NCCL OFF)
+set(MNDDP_CUDA_SUMMARY "off")
+set(MNDDP_NCCL_SUMMARY "off")
+if(MNDDP_TORCH_CUDA_LIB)
+  set(MNDDP_TORCH_FLAVOUR "CUDA")
+else()
+  set(MNDDP_TORCH_FLAVOUR "CPU-only")
+endif()
+if(NOT MNDDP_WITH_CUDA STREQUAL "OFF")
+  if(NOT MNDDP_TORCH_CUDA_LIB)
+    set(MNDDP_CUDA_SUMMARY "off (LibTorch is CPU-only)")
+  else()
+    find_package(CUDAToolkit QUIET)
+    if(CUDAToolkit_FOUND)
+      set(MNDDP_HAVE_CUDA ON)
+      set(MNDDP_CUDA_SUMMARY "${CUDAToolkit_VERSION}")
+      target_link_libraries(mnddp::torch INTERFACE ${MNDDP_TORCH_CUDA_LIB} ${MNDDP_C10_CUDA_LIB} CUDA::cudart)
+    else()
+      set(MNDDP_CUDA_SUMMARY "off (no CUDA toolkit found)")
+    endif()
+  endif()
+  if(MNDDP_WITH_CUDA STREQUAL "ON" AND NOT MNDDP_HAVE_CUDA)
+    message(FATAL_ERROR "mnddp: MNDDP_WITH_CUDA=ON but CUDA is ${MNDDP_CUDA_SUMMARY}")
+  endif()
+endif()
+
+if(MNDDP_HAVE_CUDA)
+  # Link the NCCL that torch itself loads (the nvidia-nccl wheel) so one process has one NCCL;
+  # fall back to the toolkit's copy for a plain LibTorch distribution.
+  execute_process(COMMAND ${MNDDP_PYTHON} -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])"
+                  OUTPUT_VARIABLE _nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  find_path(MNDDP_NCCL_INCLUDE nccl.h HINTS "${_nccl_wheel}/include" ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(MNDDP_NCCL_LIB NAMES libnccl.so.2 nccl NAMES_PER_DIR HINTS "${_nccl_wheel}/lib" ${CUDAToolkit_LIBRARY_DIR})
+  if(MNDDP_NCCL_INCLUDE AND MNDDP_NCCL_LIB)
+    set(MNDDP_HAVE_NCCL ON)
+    file(STRINGS "${MNDDP_NCCL_INCLUDE}/nccl.h" _nccl_ver REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+    string(REGEX REPLACE ".*NCCL_MAJOR ([0-9]+).*NCCL_MINOR ([0-9]+).*NCCL_PATCH ([0-9]+).*" "\\1.\\2.\\3"
+           MNDDP_NCCL_SUMMARY "${_nccl_ver}")
+    add_library(mnddp::nccl INTERFACE IMPORTED)
+    target_include_directories(mnddp::nccl SYSTEM INTERFACE ${MNDDP_NCCL_INCLUDE})
+    target_link_libraries(mnddp::nccl INTERFACE ${MNDDP_NCCL_LIB} CUDA::cudart)
+    get_filename_component(_nccl_libdir "${MNDDP_NCCL_LIB}" DIRECTORY)
+    set_property(TARGET mnddp::nccl APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:-rpath,${_nccl_libdir}")
+    set(MNDDP_NCCL_SUMMARY "${MNDDP_NCCL_SUMMARY} (${MNDDP_NCCL_LIB})")
+  else()
+    set(MNDDP_NCCL_SUMMARY "off (nccl.h / libnccl not found)")
+  endif()
+endif()

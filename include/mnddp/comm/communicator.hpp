@@ -1,0 +1,72 @@
+// The Communicator interface: typed in-place collectives on raw buffers, no torch, no autograd.
+// Backends: MpiComm (CPU, always) and NcclComm (GPU, when built with NCCL).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mnddp {
+
+enum class DType { F32, F64, F16, BF16, I32, I64, U8 };
+enum class ReduceOp { Sum, Avg, Max, Min };
+
+std::size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+const char* reduce_op_name(ReduceOp op);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend_name() const = 0;
+  bool is_root() const { return rank() == 0; }
+
+  // In place: every rank ends with op over all ranks' `count` elements. Avg divides by size().
+  virtual void allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) = 0;
+  virtual void broadcast(void* buffer, std::size_t count, DType dtype, int root) = 0;
+  // `recv` holds size() * count elements, rank r's contribution at offset r * count.
+  virtual void allgather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  virtual void barrier() = 0;
+  // Collectives issued so far on this communicator (used by tests and the no_sync check).
+  virtual std::uint64_t collective_count() const = 0;
+};
+
+// --- Small typed helpers over the interface ---------------------------------------------------
+void broadcast_string(Communicator& comm, std::string& text, int root = 0);
+std::int64_t allreduce_sum(Communicator& comm, std::int64_t value);
+std::int64_t allreduce_max(Communicator& comm, std::int64_t value);
+std::int64_t allreduce_min(Communicator& comm, std::int64_t value);
+double allreduce_sum(Communicator& comm, double value);
+std::vector<std::string> allgather_strings(Communicator& comm, const std::string& mine);
+
+// A failure seen by some ranks, to be agreed on by all.
+struct Failure {
+  std::string message;
+  int exit_code;
+};
+
+// Failure is collective: every rank calls this at the same point with its own verdict. If any rank
+// failed, every rank throws the same Error (the lowest failing rank's message and exit code,
+// marked collective), so the job ends cleanly everywhere with one message.
+void agree_on_failure(Communicator& comm, const std::optional<Failure>& mine);
+
+// Runs `work` on the root only and makes its failure collective: the common "rank 0 reads, then
+// broadcasts" shape. Non-root ranks pass straight to the agreement.
+template <typename Work>
+void on_root_then_agree(Communicator& comm, Work&& work);
+
+// Every rank runs `work`; a failure anywhere becomes the same collective Error everywhere.
+template <typename Work>
+void on_all_then_agree(Communicator& comm, Work&& work);
+
+}  // namespace mnddp
+
+#include "mnddp/comm/communicator_inl.hpp"

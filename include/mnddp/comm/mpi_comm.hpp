@@ -1,0 +1,36 @@
+// MpiComm: the CPU backend. Owns a duplicate of its parent communicator so our collectives can
+// never match a user's or a library's messages on MPI_COMM_WORLD.
+#pragma once
+
+#include <mpi.h>
+
+#include "mnddp/comm/communicator.hpp"
+
+namespace mnddp {
+
+MPI_Datatype to_mpi(DType dtype);
+
+class MpiComm final : public Communicator {
+ public:
+  explicit MpiComm(MPI_Comm parent = MPI_COMM_WORLD);
+  ~MpiComm() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend_name() const override { return "mpi"; }
+  MPI_Comm handle() const { return comm_; }
+
+  void allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) override;
+  void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
+  void allgather(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void barrier() override;
+  std::uint64_t collective_count() const override { return collectives_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  std::uint64_t collectives_ = 0;
+};
+
+}  // namespace mnddp

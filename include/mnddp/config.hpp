@@ -1,0 +1,107 @@
+// TrainingConfig: every setting of a training run, typed, each with its default in-line below.
+// Values come from the command line, MNDDP_* environment variables and an INI --config file, in
+// that order of precedence. The option table (config_options.cpp) is the one place that names,
+// documents and validates each field; --help, --print-config and docs/CONFIG.md all come from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mnddp/env_info.hpp"
+
+namespace mnddp {
+
+struct TrainingConfig {
+  // --- data ---
+  std::string train_data = "data/demo/train_*.h5";  // glob, directory, list file or comma list
+  std::string val_data = "data/demo/val_*.h5";      // empty: no validation
+  std::string x_name = "x";
+  std::string y_name = "y";
+  std::int64_t batch_size = 64;  // per rank
+  bool shuffle = true;
+  bool drop_last = true;
+  int prefetch_batches = 4;
+  int num_classes = 10;
+
+  // --- model ---
+  std::string model = "mlp";  // mlp | convnet
+  int hidden = 256;
+  int layers = 2;
+  double dropout = 0.0;
+
+  // --- optimizer ---
+  std::string optimizer = "sgd";  // sgd | adamw
+  double lr = 0.05;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double grad_clip = 0.0;  // max global grad norm; 0: off
+
+  // --- schedule ---
+  std::string lr_schedule = "constant";  // constant | cosine | step
+  std::int64_t warmup_steps = 0;
+  std::int64_t lr_step_size = 1000;
+  double lr_gamma = 0.1;
+  double min_lr = 0.0;
+
+  // --- training ---
+  int epochs = 1;
+  std::int64_t max_steps = 0;  // optimizer steps; 0: no limit
+  int grad_accum_steps = 1;
+  std::string amp = "off";  // off | bf16 | fp16
+  std::int64_t seed = 42;
+  int threads = 0;  // torch intra-op threads per rank; 0: derive from SLURM_CPUS_PER_TASK / OMP_NUM_THREADS / cores
+
+  // --- checkpoint ---
+  std::string checkpoint_dir;            // empty: no checkpoints
+  std::int64_t checkpoint_interval = 0;  // steps; 0: only at the end
+  int keep_last = 3;
+  std::string resume = "auto";  // auto | none | PATH
+
+  // --- logging ---
+  std::int64_t log_interval = 10;  // steps
+  std::string metrics_file = "metrics.jsonl";  // rank 0 writes JSON lines; empty: off
+  std::string log_level = "info";             // trace | debug | info | warn | error
+  bool log_all_ranks = false;
+
+  // --- distributed ---
+  std::string backend = "auto";  // auto | nccl | mpi
+  std::string device = "auto";   // auto | cpu | cuda
+  double collective_timeout = 600.0;  // seconds
+
+  bool operator==(const TrainingConfig&) const = default;
+};
+
+// What the command line asked for besides training settings.
+struct ParsedCommandLine {
+  TrainingConfig config;
+  bool help = false;
+  bool help_markdown = false;  // the option reference as Markdown (docs/CONFIG.md)
+  bool print_config = false;
+  std::string config_file;     // as given to --config
+};
+
+// Parses argv (without the program and subcommand names), the environment and the --config file.
+// Throws UsageError with a one-line message naming the option (and file) and the bad value.
+ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env);
+
+// Parses an INI text as produced by to_ini (used to hand rank 0's config to every rank).
+TrainingConfig parse_ini_text(const std::string& text);
+
+// Checks every field's range and choices. Throws UsageError naming the option and the value.
+void validate(const TrainingConfig& config);
+
+// An INI text holding every option with its current value; parse_ini_text(to_ini(c)) == c.
+std::string to_ini(const TrainingConfig& config);
+
+std::string help_text();      // grouped, for --help
+std::string help_markdown();  // the configuration reference table
+
+// The environment variable that sets `option` (e.g. batch-size -> MNDDP_BATCH_SIZE).
+std::string env_name_for(const std::string& option);
+
+}  // namespace mnddp

@@ -1,0 +1,58 @@
+// Loader: a background thread reads batches ahead of the trainer into a bounded queue.
+// Data knows no torch: a batch is plain host memory plus the sample ids it holds.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "mnddp/data/h5_reader.hpp"
+
+namespace mnddp {
+
+struct HostBatch {
+  std::int64_t size = 0;            // samples in this batch
+  std::vector<std::int64_t> shape;  // [size, sample_shape...]
+  std::vector<float> x;
+  std::vector<std::int64_t> y;
+  std::vector<std::int64_t> ids;    // global sample indices
+};
+
+class Loader {
+ public:
+  // Reads `indices` in order, `batch_size` at a time (the last batch may be shorter), keeping at
+  // most `prefetch_batches` ready ahead of the consumer.
+  Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t batch_size, int prefetch_batches);
+  ~Loader();  // stops and joins the thread
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // The next batch, or nullopt at the end. An exception thrown by the reader thread is rethrown here.
+  std::optional<HostBatch> next();
+  std::int64_t num_batches() const { return num_batches_; }
+
+ private:
+  void run();
+
+  H5Reader& reader_;
+  std::vector<std::int64_t> indices_;
+  std::int64_t batch_size_;
+  std::size_t capacity_;
+  std::int64_t num_batches_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<HostBatch> ready_;
+  std::exception_ptr error_;
+  bool finished_ = false;
+  bool stop_ = false;
+  std::int64_t consumed_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace mnddp

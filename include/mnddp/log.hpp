@@ -1,0 +1,21 @@
+// Rank-aware logging on spdlog: every line carries "rank r/W". Rank 0 logs at the configured level,
+// the other ranks only warnings and errors, unless log_all_ranks is set.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+namespace mnddp {
+
+struct LogSetup {
+  int rank = 0;
+  int world_size = 1;
+  std::string level = "info";
+  bool all_ranks = false;
+};
+
+// Installs the default spdlog logger (stdout). Call once, early; safe to call again to change levels.
+void init_logging(const LogSetup& setup);
+
+}  // namespace mnddp

@@ -1,0 +1,41 @@
+// MetricsWriter: rank 0's JSON-lines record of training (one object per logged step), for plots
+// and for tests that read numbers instead of parsing log text.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+namespace mnddp {
+
+struct StepMetrics {
+  std::int64_t step = 0;
+  std::int64_t epoch = 0;
+  double loss = 0.0;
+  double lr = 0.0;
+  double samples_per_second = 0.0;  // global: all ranks
+  double step_time_s = 0.0;         // mean over the interval
+  double data_wait_s = 0.0;         // mean time per step spent waiting for the loader
+};
+
+struct EvalMetrics {
+  std::int64_t step = 0;
+  std::int64_t epoch = 0;
+  double loss = 0.0;
+  double accuracy = 0.0;
+  std::int64_t samples = 0;
+};
+
+class MetricsWriter {
+ public:
+  // An empty path disables the writer. Appends, so a resumed run continues one file.
+  explicit MetricsWriter(const std::string& path);
+  bool enabled() const { return out_.is_open(); }
+  void write(const StepMetrics& m);
+  void write(const EvalMetrics& m);
+
+ private:
+  std::ofstream out_;
+};
+
+}  // namespace mnddp

@@ -1,0 +1,44 @@
+// Trainer: the training loop. Composes data (shards, sampler, loader), the model, DDP and metrics;
+// none of them knows about the Trainer.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mnddp/comm/communicator.hpp"
+#include "mnddp/config.hpp"
+#include "mnddp/runtime.hpp"
+
+namespace mnddp {
+
+struct TrainResult {
+  std::int64_t steps = 0;           // optimizer steps taken
+  std::int64_t epochs = 0;          // epochs started
+  double last_train_loss = 0.0;     // mean over ranks of the last logged interval
+  bool evaluated = false;
+  double val_accuracy = 0.0;        // exact: summed counts over all ranks
+  double val_loss = 0.0;
+  std::int64_t val_samples = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainingConfig& config, const RankInfo& rank, Communicator& comm);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  TrainResult run();
+
+  // The model after (or before) training, for tests that compare replicas.
+  std::vector<at::Tensor> parameters() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace mnddp

@@ -1,0 +1,101 @@
+// Typed helpers over the Communicator interface, and the collective failure agreement.
+#include "mnddp/comm/communicator.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+namespace mnddp {
+
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return 4;
+    case DType::F64: return 8;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+    case DType::U8: return 1;
+  }
+  throw std::logic_error("dtype_size: unknown dtype");
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return "float32";
+    case DType::F64: return "float64";
+    case DType::F16: return "float16";
+    case DType::BF16: return "bfloat16";
+    case DType::I32: return "int32";
+    case DType::I64: return "int64";
+    case DType::U8: return "uint8";
+  }
+  return "unknown";
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+  }
+  return "unknown";
+}
+
+void broadcast_string(Communicator& comm, std::string& text, int root) {
+  std::int64_t length = static_cast<std::int64_t>(text.size());
+  comm.broadcast(&length, 1, DType::I64, root);
+  text.resize(static_cast<std::size_t>(length));
+  if (length > 0) comm.broadcast(text.data(), text.size(), DType::U8, root);
+}
+
+namespace {
+template <typename T>
+T reduce_scalar(Communicator& comm, T value, DType dtype, ReduceOp op) {
+  comm.allreduce(&value, 1, dtype, op);
+  return value;
+}
+}  // namespace
+
+std::int64_t allreduce_sum(Communicator& comm, std::int64_t value) {
+  return reduce_scalar(comm, value, DType::I64, ReduceOp::Sum);
+}
+std::int64_t allreduce_max(Communicator& comm, std::int64_t value) {
+  return reduce_scalar(comm, value, DType::I64, ReduceOp::Max);
+}
+std::int64_t allreduce_min(Communicator& comm, std::int64_t value) {
+  return reduce_scalar(comm, value, DType::I64, ReduceOp::Min);
+}
+double allreduce_sum(Communicator& comm, double value) {
+  return reduce_scalar(comm, value, DType::F64, ReduceOp::Sum);
+}
+
+std::vector<std::string> allgather_strings(Communicator& comm, const std::string& mine) {
+  const auto n = static_cast<std::size_t>(comm.size());
+  std::int64_t my_length = static_cast<std::int64_t>(mine.size());
+  std::vector<std::int64_t> lengths(n);
+  comm.allgather(&my_length, lengths.data(), 1, DType::I64);
+  const auto longest = static_cast<std::size_t>(*std::max_element(lengths.begin(), lengths.end()));
+  std::string padded = mine;
+  padded.resize(longest);
+  std::string all(longest * n, '\0');
+  if (longest > 0) comm.allgather(padded.data(), all.data(), longest, DType::U8);
+  std::vector<std::string> out(n);
+  for (std::size_t r = 0; r < n; ++r) out[r] = all.substr(r * longest, static_cast<std::size_t>(lengths[r]));
+  return out;
+}
+
+void agree_on_failure(Communicator& comm, const std::optional<Failure>& mine) {
+  const std::int64_t none = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t first_failed = allreduce_min(comm, mine ? comm.rank() : none);
+  if (first_failed == none) return;
+  const int owner = static_cast<int>(first_failed);
+  std::string message = mine ? mine->message : std::string();
+  std::int64_t exit_code = mine ? mine->exit_code : kExitFailure;
+  broadcast_string(comm, message, owner);
+  comm.broadcast(&exit_code, 1, DType::I64, owner);
+  throw Error(message, static_cast<int>(exit_code), /*collective=*/true);
+}
+
+}  // namespace mnddp

@@ -1,0 +1,193 @@
+// Parsing TrainingConfig with Boost.Program_options: command line > MNDDP_* environment > INI file >
+// defaults. Boost keeps the first value stored for an option, so sources are stored in that order.
+#include "mnddp/config.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "config_table.hpp"
+#include "mnddp/error.hpp"
+
+namespace mnddp {
+namespace {
+
+namespace po = boost::program_options;
+using config_detail::option_groups;
+using config_detail::option_table;
+
+constexpr const char* kEnvPrefix = "MNDDP_";
+
+// All training options bound to `target`, one Boost group per table group.
+po::options_description training_options(TrainingConfig& target, const TrainingConfig& defaults,
+                                          unsigned line_length = po::options_description::m_default_line_length) {
+  po::options_description all("Training options (also MNDDP_<NAME> environment variables and --config file keys)",
+                              line_length, line_length / 2);
+  for (const auto& group : option_groups()) {
+    po::options_description section(group, line_length, line_length / 2);
+    for (const auto& row : option_table())
+      if (row.group == group) row.bind(section, target, defaults);
+    all.add(section);
+  }
+  return all;
+}
+
+po::options_description action_options() {
+  po::options_description actions("General");
+  actions.add_options()
+      ("help,h", "print this help and exit")
+      ("help-markdown", "print the option reference as Markdown and exit")
+      ("print-config", "print the resolved configuration as an INI file and exit")
+      ("config", po::value<std::string>(), "INI file with option = value lines (env: MNDDP_CONFIG)");
+  return actions;
+}
+
+// Boost messages look like "the argument ('x') for option '--lr' is invalid"; keep them, add where.
+[[noreturn]] void rethrow_as_usage(const po::error& e, const std::string& where) {
+  throw UsageError(where.empty() ? std::string(e.what()) : fmt::format("{}: {}", where, e.what()));
+}
+
+void store_environment(const Environment& env, const po::options_description& desc, po::variables_map& vm) {
+  for (const auto& [key, value] : env) {
+    if (key.rfind(kEnvPrefix, 0) != 0 || key == "MNDDP_CONFIG") continue;
+    std::string name;
+    for (const auto& row : option_table())
+      if (env_name_for(row.name) == key) name = row.name;
+    if (name.empty()) continue;  // other MNDDP_* variables (test harness, scripts) are not options
+    po::parsed_options parsed(&desc);
+    parsed.options.emplace_back(name, std::vector<std::string>{value});
+    try {
+      po::store(parsed, vm);
+    } catch (const po::error& e) {
+      throw UsageError(fmt::format("environment variable {}='{}': {}", key, value, e.what()));
+    }
+  }
+}
+
+void store_config_file(const std::string& path, const po::options_description& desc, po::variables_map& vm) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("--config: cannot read '{}': {}", path, std::strerror(errno)));
+  try {
+    po::store(po::parse_config_file(in, desc, /*allow_unregistered=*/false), vm);
+  } catch (const po::error& e) {
+    rethrow_as_usage(e, fmt::format("config file '{}'", path));
+  }
+}
+
+}  // namespace
+
+std::string env_name_for(const std::string& option) {
+  std::string name = kEnvPrefix;
+  for (char c : option) name += (c == '-' || c == '.') ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env) {
+  ParsedCommandLine result;
+  const TrainingConfig defaults;
+  po::options_description training = training_options(result.config, defaults);
+  po::options_description all;
+  all.add(action_options()).add(training);
+
+  po::variables_map vm;
+  try {
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(args).options(all).style(style).run(), vm);
+  } catch (const po::error& e) {
+    rethrow_as_usage(e, "");
+  }
+  result.help = vm.count("help") > 0;
+  result.help_markdown = vm.count("help-markdown") > 0;
+  result.print_config = vm.count("print-config") > 0;
+  if (result.help || result.help_markdown) return result;
+
+  store_environment(env, training, vm);
+  if (vm.count("config")) {
+    result.config_file = vm["config"].as<std::string>();
+  } else if (auto it = env.find("MNDDP_CONFIG"); it != env.end() && !it->second.empty()) {
+    result.config_file = it->second;
+  }
+  if (!result.config_file.empty()) store_config_file(result.config_file, training, vm);
+
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    rethrow_as_usage(e, "");
+  }
+  validate(result.config);
+  return result;
+}
+
+TrainingConfig parse_ini_text(const std::string& text) {
+  TrainingConfig config;
+  const TrainingConfig defaults;
+  po::options_description training = training_options(config, defaults);
+  po::variables_map vm;
+  std::istringstream in(text);
+  try {
+    po::store(po::parse_config_file(in, training, false), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    rethrow_as_usage(e, "configuration text");
+  }
+  return config;
+}
+
+void validate(const TrainingConfig& config) {
+  for (const auto& row : option_table()) row.check(config);
+}
+
+std::string to_ini(const TrainingConfig& config) {
+  std::string out = "# mnddp configuration (mnddp train --print-config)\n";
+  for (const auto& group : option_groups()) {
+    out += fmt::format("\n# --- {} ---\n", group);
+    for (const auto& row : option_table()) {
+      if (row.group != group) continue;
+      out += fmt::format("# {}\n{} = {}\n", row.help, row.name, row.format(config));
+    }
+  }
+  return out;
+}
+
+std::string help_text() {
+  TrainingConfig scratch;
+  const TrainingConfig defaults;
+  std::ostringstream out;
+  out << "Usage: mpirun -np N mnddp train [options]\n"
+         "       srun --mpi=pmix mnddp train --config run.ini [options]\n\n"
+         "Precedence: command line > MNDDP_<OPTION> environment variables > --config file > defaults.\n"
+         "Booleans take true/false (a bare --flag means true).\n\n"
+      << action_options() << "\n"
+      << training_options(scratch, defaults);
+  return out.str();
+}
+
+std::string help_markdown() {
+  const TrainingConfig defaults;
+  std::string out =
+      "# Configuration reference\n\n"
+      "Generated by `mnddp train --help-markdown`; do not edit by hand.\n\n"
+      "Every option can be given on the command line (`--name value` or `--name=value`), as an\n"
+      "environment variable (`MNDDP_NAME`, upper case, `-` becomes `_`), or as a `name = value` line in\n"
+      "the INI file named by `--config` (or `MNDDP_CONFIG`). The command line wins over the environment,\n"
+      "which wins over the file, which wins over the default. `mnddp train --print-config` prints the\n"
+      "resolved values as an INI file that can be fed back with `--config`.\n";
+  for (const auto& group : option_groups()) {
+    out += fmt::format("\n## {}\n\n| option | environment | type | default | description |\n|---|---|---|---|---|\n",
+                       group);
+    for (const auto& row : option_table()) {
+      if (row.group != group) continue;
+      const std::string value = row.format(defaults);
+      out += fmt::format("| `--{}` | `{}` | {} | {} | {} |\n", row.name, env_name_for(row.name), row.type_name,
+                         value.empty() ? "(empty)" : "`" + value + "`", row.help);
+    }
+  }
+  return out;
+}
+
+}  // namespace mnddp

@@ -1,0 +1,221 @@
+// The option table: name, group, type, help text and range check of every TrainingConfig field.
+// Defaults live in the struct's member initialisers; everything else about an option lives here.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "config_table.hpp"
+#include "mnddp/error.hpp"
+
+namespace mnddp::config_detail {
+namespace {
+
+namespace po = boost::program_options;
+
+template <typename T>
+std::string format_value(const T& value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return value ? "true" : "false";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return value;
+  } else {
+    return fmt::format("{}", value);  // shortest text that reads back to the same double
+  }
+}
+
+template <typename T>
+std::string type_name_of() {
+  if constexpr (std::is_same_v<T, bool>) return "bool";
+  if constexpr (std::is_same_v<T, std::string>) return "string";
+  if constexpr (std::is_floating_point_v<T>) return "float";
+  return "int";
+}
+
+[[noreturn]] void reject(const std::string& name, const std::string& value, const std::string& why) {
+  throw UsageError(fmt::format("--{}: {} (got '{}')", name, why, value));
+}
+
+// --- Checks: each returns an empty string when the value is fine, else what is wrong ---------
+template <typename T>
+using Check = std::function<std::string(const T&)>;
+
+template <typename T>
+Check<T> at_least(T low) {
+  return [low](const T& v) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (!std::isfinite(v)) return std::string("must be a finite number");
+    return v >= low ? std::string() : fmt::format("must be >= {}", low);
+  };
+}
+
+template <typename T>
+Check<T> greater_than(T low) {
+  return [low](const T& v) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (!std::isfinite(v)) return std::string("must be a finite number");
+    return v > low ? std::string() : fmt::format("must be > {}", low);
+  };
+}
+
+Check<double> in_half_open(double low, double high) {
+  return [low, high](const double& v) {
+    return (std::isfinite(v) && v >= low && v < high) ? std::string() : fmt::format("must be in [{}, {})", low, high);
+  };
+}
+
+Check<std::string> one_of(std::vector<std::string> choices) {
+  return [choices](const std::string& v) {
+    for (const auto& c : choices)
+      if (v == c) return std::string();
+    return fmt::format("must be one of {}", fmt::join(choices, ", "));
+  };
+}
+
+Check<std::string> not_empty() {
+  return [](const std::string& v) { return v.empty() ? std::string("must not be empty") : std::string(); };
+}
+
+// Boost's config-file parser cuts a line at '#', so a value containing one cannot round-trip.
+Check<std::string> any_text() {
+  return [](const std::string& v) {
+    return v.find('#') == std::string::npos ? std::string() : std::string("must not contain '#'");
+  };
+}
+
+std::string choices_type(const std::vector<std::string>& choices) { return fmt::format("{}", fmt::join(choices, " | ")); }
+
+class TableBuilder {
+ public:
+  explicit TableBuilder(std::vector<OptionSpec>& rows) : rows_(rows) {}
+  void group(std::string name) { group_ = std::move(name); }
+
+  template <typename T>
+  void add(const char* name, T TrainingConfig::*field, const char* help, Check<T> check, std::string type = {}) {
+    OptionSpec row;
+    row.name = name;
+    row.group = group_;
+    row.type_name = type.empty() ? type_name_of<T>() : std::move(type);
+    row.help = help;
+    row.bind = [name, field, help](po::options_description& desc, TrainingConfig& target,
+                                   const TrainingConfig& defaults) {
+      auto* value = po::value<T>(&(target.*field))->default_value(defaults.*field, format_value(defaults.*field));
+      if constexpr (std::is_same_v<T, bool>) value->implicit_value(true, "true");
+      desc.add_options()(name, value, help);
+    };
+    row.format = [field](const TrainingConfig& c) { return format_value(c.*field); };
+    row.check = [name = std::string(name), field, check](const TrainingConfig& c) {
+      if (!check) return;
+      const std::string problem = check(c.*field);
+      if (!problem.empty()) reject(name, format_value(c.*field), problem);
+    };
+    rows_.push_back(std::move(row));
+  }
+
+  void choice(const char* name, std::string TrainingConfig::*field, const char* help, std::vector<std::string> choices) {
+    add<std::string>(name, field, help, one_of(choices), choices_type(choices));
+  }
+
+ private:
+  std::vector<OptionSpec>& rows_;
+  std::string group_;
+};
+
+std::vector<OptionSpec> build_table() {
+  std::vector<OptionSpec> rows;
+  TableBuilder t(rows);
+  using C = TrainingConfig;
+
+  t.group("Data");
+  t.add("train-data", &C::train_data, "training shards: a glob, a directory, a list file (.txt) or a comma list",
+        not_empty());
+  t.add("val-data", &C::val_data, "validation shards, same forms; empty for no validation", any_text());
+  t.add("x-name", &C::x_name, "name of the input dataset inside each HDF5 file", not_empty());
+  t.add("y-name", &C::y_name, "name of the label dataset inside each HDF5 file", not_empty());
+  t.add("batch-size", &C::batch_size, "samples per rank per micro-step", at_least<std::int64_t>(1));
+  t.add("shuffle", &C::shuffle, "shuffle the training order each epoch (seeded by seed and epoch)", Check<bool>{});
+  t.add("drop-last", &C::drop_last,
+        "drop the tail that does not fill a global batch; false pads it by wrapping around", Check<bool>{});
+  t.add("prefetch-batches", &C::prefetch_batches, "batches the loader thread reads ahead", at_least(1));
+  t.add("num-classes", &C::num_classes, "number of label classes (labels must be in [0, num-classes))",
+        at_least(2));
+
+  t.group("Model");
+  t.choice("model", &C::model, "network to train", {"mlp", "convnet"});
+  t.add("hidden", &C::hidden, "width of the hidden layers (MLP) or base channels (ConvNet)", at_least(1));
+  t.add("layers", &C::layers, "number of hidden layers (MLP) or conv blocks (ConvNet)", at_least(1));
+  t.add("dropout", &C::dropout, "dropout probability before the classifier", in_half_open(0.0, 1.0));
+
+  t.group("Optimizer");
+  t.choice("optimizer", &C::optimizer, "optimizer", {"sgd", "adamw"});
+  t.add("lr", &C::lr, "peak learning rate", greater_than(0.0));
+  t.add("momentum", &C::momentum, "SGD momentum", in_half_open(0.0, 1.0));
+  t.add("nesterov", &C::nesterov, "use Nesterov momentum with SGD", Check<bool>{});
+  t.add("weight-decay", &C::weight_decay, "weight decay (decoupled for AdamW)", at_least(0.0));
+  t.add("beta1", &C::beta1, "AdamW beta1", in_half_open(0.0, 1.0));
+  t.add("beta2", &C::beta2, "AdamW beta2", in_half_open(0.0, 1.0));
+  t.add("eps", &C::eps, "AdamW epsilon", greater_than(0.0));
+  t.add("grad-clip", &C::grad_clip, "clip the global gradient norm to this value; 0 disables", at_least(0.0));
+
+  t.group("Schedule");
+  t.choice("lr-schedule", &C::lr_schedule, "learning-rate schedule after warm-up", {"constant", "cosine", "step"});
+  t.add("warmup-steps", &C::warmup_steps, "linear warm-up from 0 over this many optimizer steps",
+        at_least<std::int64_t>(0));
+  t.add("lr-step-size", &C::lr_step_size, "step schedule: multiply by lr-gamma every this many steps",
+        at_least<std::int64_t>(1));
+  t.add("lr-gamma", &C::lr_gamma, "step schedule: decay factor", Check<double>([](const double& v) {
+          return (std::isfinite(v) && v > 0.0 && v <= 1.0) ? std::string() : std::string("must be in (0, 1]");
+        }));
+  t.add("min-lr", &C::min_lr, "cosine schedule: final learning rate", at_least(0.0));
+
+  t.group("Training");
+  t.add("epochs", &C::epochs, "passes over the training data", at_least(1));
+  t.add("max-steps", &C::max_steps, "stop after this many optimizer steps; 0: no limit", at_least<std::int64_t>(0));
+  t.add("grad-accum-steps", &C::grad_accum_steps, "micro-steps per optimizer step (gradient accumulation)",
+        at_least(1));
+  t.choice("amp", &C::amp, "automatic mixed precision (fp16 needs CUDA)", {"off", "bf16", "fp16"});
+  t.add("seed", &C::seed, "seed for initialisation, sampling and dropout", at_least<std::int64_t>(0));
+  t.add("threads", &C::threads,
+        "torch threads per rank; 0: SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS, else cores / ranks on the node",
+        at_least(0));
+
+  t.group("Checkpoint");
+  t.add("checkpoint-dir", &C::checkpoint_dir, "directory for checkpoints; empty: no checkpoints", any_text());
+  t.add("checkpoint-interval", &C::checkpoint_interval, "checkpoint every this many steps; 0: only at the end",
+        at_least<std::int64_t>(0));
+  t.add("keep-last", &C::keep_last, "checkpoints to keep", at_least(1));
+  t.add("resume", &C::resume, "auto (newest valid checkpoint in checkpoint-dir), none, or a checkpoint path",
+        not_empty());
+
+  t.group("Logging");
+  t.add("log-interval", &C::log_interval, "log and record metrics every this many steps",
+        at_least<std::int64_t>(1));
+  t.add("metrics-file", &C::metrics_file, "JSON-lines metrics written by rank 0; empty: off", any_text());
+  t.choice("log-level", &C::log_level, "log level of rank 0 (other ranks log warnings and errors)",
+           {"trace", "debug", "info", "warn", "error"});
+  t.add("log-all-ranks", &C::log_all_ranks, "every rank logs at log-level, not only rank 0", Check<bool>{});
+
+  t.group("Distributed");
+  t.choice("backend", &C::backend, "gradient all-reduce backend: auto picks nccl when every rank has a GPU",
+           {"auto", "nccl", "mpi"});
+  t.choice("device", &C::device, "compute device: auto picks cuda when a GPU is visible", {"auto", "cpu", "cuda"});
+  t.add("collective-timeout", &C::collective_timeout, "seconds a collective may take before the job is aborted",
+        greater_than(0.0));
+  return rows;
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& option_table() {
+  static const std::vector<OptionSpec> table = build_table();
+  return table;
+}
+
+const std::vector<std::string>& option_groups() {
+  static const std::vector<std::string> groups = {"Data",     "Model",      "Optimizer", "Schedule",
+                                                  "Training", "Checkpoint", "Logging",   "Distributed"};
+  return groups;
+}
+
+}  // namespace mnddp::config_detail

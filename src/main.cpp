@@ -1,0 +1,139 @@
+// mnddp: the trainer's command line. `mnddp train [options]` under mpirun or srun.
+// Every error reaches the one catch below: agreed (collective) errors end all ranks cleanly with one
+// message from rank 0; an error on one rank alone ends the job through Runtime::abort_all.
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "mnddp/build_config.hpp"
+#include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/config.hpp"
+#include "mnddp/error.hpp"
+#include "mnddp/h5/h5_handle.hpp"
+#include "mnddp/log.hpp"
+#include "mnddp/runtime.hpp"
+#include "mnddp/train/device.hpp"
+#include "mnddp/train/trainer.hpp"
+
+namespace {
+
+using namespace mnddp;
+
+constexpr const char* kUsage =
+    "Usage: mnddp <command> [options]\n\n"
+    "Commands:\n"
+    "  train     train a model data-parallel (run under mpirun -np N or srun --mpi=pmix)\n"
+    "  version   print the versions mnddp was built with\n\n"
+    "'mnddp train --help' lists every training option.\n";
+
+void print_versions() {
+  std::printf("mnddp %s (torch %s, HDF5 %s, CUDA %s, NCCL %s)\n", build::kVersion, build::kTorchVersion,
+              build::kHdf5Version, MNDDP_HAVE_CUDA ? "yes" : "no", MNDDP_HAVE_NCCL ? "yes" : "no");
+}
+
+// What rank 0 decided from the command line, broadcast to every rank.
+enum class Action : std::int64_t { Train = 0, Help = 1, HelpMarkdown = 2, PrintConfig = 3 };
+
+// Rank 0 parses command line, environment and config file; the others receive the resolved INI, so
+// N ranks never read the config file N times, and they cannot disagree about it.
+TrainingConfig agree_on_config(Communicator& comm, const std::vector<std::string>& args, Action& action) {
+  std::string ini;
+  std::int64_t chosen = 0;
+  on_root_then_agree(comm, [&] {
+    const ParsedCommandLine parsed = parse_command_line(args, environment_from_process());
+    chosen = static_cast<std::int64_t>(parsed.help          ? Action::Help
+                                       : parsed.help_markdown ? Action::HelpMarkdown
+                                       : parsed.print_config  ? Action::PrintConfig
+                                                              : Action::Train);
+    ini = to_ini(parsed.config);
+  });
+  comm.broadcast(&chosen, 1, DType::I64, 0);
+  broadcast_string(comm, ini, 0);
+  action = static_cast<Action>(chosen);
+  return parse_ini_text(ini);
+}
+
+void log_rank_table(Communicator& comm, const RankInfo& rank, const std::string& device, int threads) {
+  const std::string line = fmt::format("rank {}/{} host {} node {}/{} local rank {}/{} device {} threads {}", rank.rank,
+                                       rank.world_size, rank.host, rank.node_index, rank.node_count, rank.local_rank,
+                                       rank.local_size, device, threads);
+  const auto lines = allgather_strings(comm, line);
+  for (const auto& l : lines) spdlog::info("{}", l);
+}
+
+int train(Runtime& runtime, const std::vector<std::string>& args) {
+  MpiComm world;
+  const RankInfo& rank = runtime.info();
+  init_logging({rank.rank, rank.world_size, "info", false});
+  on_all_then_agree(world, [&] { runtime.check_launch_environment(environment_from_process()); });
+
+  Action action = Action::Train;
+  const TrainingConfig config = agree_on_config(world, args, action);
+  if (action != Action::Train) {
+    if (rank.is_root()) {
+      if (action == Action::Help) std::printf("%s", help_text().c_str());
+      if (action == Action::HelpMarkdown) std::printf("%s", help_markdown().c_str());
+      if (action == Action::PrintConfig) std::printf("%s", to_ini(config).c_str());
+    }
+    return kExitOk;
+  }
+  init_logging({rank.rank, rank.world_size, config.log_level, config.log_all_ranks});
+
+  const int threads = resolve_threads(config.threads, rank, environment_from_process());
+  at::set_num_threads(threads);
+  at::set_num_interop_threads(1);
+
+  Trainer trainer(config, rank, world);
+  log_rank_table(world, rank, select_device(config.device, rank).description, threads);
+  const TrainResult result = trainer.run();
+  if (rank.is_root()) {
+    if (result.evaluated) {
+      spdlog::info("done: {} steps, final validation accuracy {:.4f} ({} samples)", result.steps, result.val_accuracy,
+                   result.val_samples);
+      std::printf("final validation accuracy: %.4f\n", result.val_accuracy);
+    } else {
+      spdlog::info("done: {} steps, final training loss {:.4f} (no --val-data)", result.steps, result.last_train_loss);
+    }
+    std::fflush(stdout);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::printf("%s", kUsage);
+    return args.empty() ? kExitUsage : kExitOk;
+  }
+  if (args[0] == "version" || args[0] == "--version") {
+    print_versions();
+    return kExitOk;
+  }
+  if (args[0] != "train") {
+    std::fprintf(stderr, "mnddp: error: unknown command '%s' (try 'mnddp --help')\n", args[0].c_str());
+    return kExitUsage;
+  }
+  args.erase(args.begin());
+
+  std::optional<Runtime> runtime;
+  try {
+    runtime.emplace(argc, argv);
+    h5_silence_default_errors();
+    return train(*runtime, args);
+  } catch (const Error& e) {
+    // Agreed errors (and any error in a world of one) end cleanly with one message from rank 0.
+    if (!runtime || e.collective() || runtime->info().world_size == 1) {
+      if (!runtime || runtime->is_root()) std::fprintf(stderr, "mnddp: error: %s\n", e.what());
+      return e.exit_code();
+    }
+    Runtime::abort_all(e.what(), e.exit_code());
+  } catch (const std::exception& e) {
+    Runtime::abort_all(e.what(), kExitFailure);
+  }
+}

@@ -1,0 +1,301 @@
+// The training loop: micro-batches -> forward (optionally under autocast) -> loss -> backward ->
+// gradient all-reduce -> clip -> optimizer step -> schedule -> metrics; validation after each epoch.
+#include "mnddp/train/trainer.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/utils.h>
+
+#include <chrono>
+#include <optional>
+
+#include "mnddp/data/h5_reader.hpp"
+#include "mnddp/data/loader.hpp"
+#include "mnddp/data/sampler.hpp"
+#include "mnddp/data/shard_index.hpp"
+#include "mnddp/ddp/ddp.hpp"
+#include "mnddp/error.hpp"
+#include "mnddp/model/models.hpp"
+#include "mnddp/observe/metrics.hpp"
+#include "mnddp/train/device.hpp"
+#include "mnddp/train/optim.hpp"
+
+namespace mnddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Autocast for the forward pass only, as torch.autocast does; restores the previous state.
+class AutocastScope {
+ public:
+  AutocastScope(const std::string& amp, c10::DeviceType device) : device_(device) {
+    if (amp == "off") return;
+    previous_enabled_ = at::autocast::is_autocast_enabled(device_);
+    previous_dtype_ = at::autocast::get_autocast_dtype(device_);
+    at::autocast::set_autocast_enabled(device_, true);
+    at::autocast::set_autocast_dtype(device_, amp == "bf16" ? at::kBFloat16 : at::kHalf);
+    active_ = true;
+  }
+  ~AutocastScope() {
+    if (!active_) return;
+    at::autocast::set_autocast_enabled(device_, previous_enabled_);
+    at::autocast::set_autocast_dtype(device_, previous_dtype_);
+    at::autocast::clear_cache();
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  c10::DeviceType device_;
+  bool active_ = false;
+  bool previous_enabled_ = false;
+  at::ScalarType previous_dtype_ = at::kFloat;
+};
+
+}  // namespace
+
+struct Trainer::State {
+  TrainingConfig config;
+  RankInfo rank;
+  Communicator& comm;
+  DeviceChoice device;
+
+  ShardIndex train_index;
+  std::optional<ShardIndex> val_index;
+  std::unique_ptr<H5Reader> train_reader;
+  std::unique_ptr<H5Reader> val_reader;
+  std::unique_ptr<DistributedSampler> sampler;
+
+  std::shared_ptr<Classifier> model;
+  std::unique_ptr<DistributedDataParallel> ddp;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  MetricsWriter metrics;
+
+  std::int64_t steps_per_epoch = 0;
+  std::int64_t total_steps = 0;
+
+  State(const TrainingConfig& c, const RankInfo& r, Communicator& m)
+      : config(c), rank(r), comm(m), metrics(r.is_root() ? c.metrics_file : std::string()) {}
+
+  void set_up();
+  at::Tensor to_tensor(const HostBatch& batch, at::Tensor& labels) const;
+  void check_labels(const HostBatch& batch, const ShardIndex& index) const;
+  void evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result);
+};
+
+void Trainer::State::set_up() {
+  if (config.amp == "fp16" && device.device.is_cpu())
+    throw UsageError("--amp fp16: float16 autocast needs a CUDA device; use --amp bf16 on CPU");
+  if (config.amp == "fp16")
+    throw UsageError("--amp fp16: needs the dynamic loss scaler, which this version does not have; use --amp bf16");
+  if (!config.checkpoint_dir.empty())
+    spdlog::warn("--checkpoint-dir '{}': this version does not write checkpoints yet; training continues without",
+                 config.checkpoint_dir);
+
+  // Metadata: rank 0 scans the shards once; everyone gets the broadcast index.
+  train_index = scan_shards_collective(comm, config.train_data, "--train-data", config.x_name, config.y_name);
+  if (!config.val_data.empty()) {
+    val_index = scan_shards_collective(comm, config.val_data, "--val-data", config.x_name, config.y_name);
+    if (val_index->sample_shape != train_index.sample_shape)
+      throw UsageError(fmt::format("--val-data: samples shaped [{}] but the training samples are [{}]",
+                                   fmt::join(val_index->sample_shape, ", "), fmt::join(train_index.sample_shape, ", ")));
+  }
+
+  // Everything below is deterministic given the broadcast metadata, so it fails (or not) on every
+  // rank alike; the caller agrees on the verdict.
+  SamplerOptions sampling;
+  sampling.num_samples = train_index.num_samples();
+  sampling.world_size = rank.world_size;
+  sampling.rank = rank.rank;
+  sampling.batch_size = config.batch_size;
+  sampling.seed = static_cast<std::uint64_t>(config.seed);
+  sampling.shuffle = config.shuffle;
+  sampling.drop_last = config.drop_last;
+  sampler = std::make_unique<DistributedSampler>(sampling);
+  steps_per_epoch = sampler->batches_per_epoch() / config.grad_accum_steps;
+  if (steps_per_epoch < 1)
+    throw UsageError(fmt::format("--grad-accum-steps {}: an epoch has only {} micro-batches per rank", config.grad_accum_steps,
+                                 sampler->batches_per_epoch()));
+  total_steps = steps_per_epoch * config.epochs;
+  if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
+
+  // Same seed everywhere for initialisation (then rank 0's weights are broadcast anyway); a
+  // per-rank stream afterwards so dropout masks differ between ranks, as their data does.
+  torch::manual_seed(static_cast<std::uint64_t>(config.seed));
+  ModelSpec spec;
+  spec.name = config.model;
+  spec.input_shape = train_index.sample_shape;
+  spec.num_classes = config.num_classes;
+  spec.hidden = config.hidden;
+  spec.layers = config.layers;
+  spec.dropout = config.dropout;
+  model = make_model(spec);
+  model->to(device.device);
+  torch::manual_seed(static_cast<std::uint64_t>(config.seed) * 1000003ULL + static_cast<std::uint64_t>(rank.rank));
+
+  train_reader = std::make_unique<H5Reader>(train_index);
+  if (val_index) val_reader = std::make_unique<H5Reader>(*val_index);
+}
+
+at::Tensor Trainer::State::to_tensor(const HostBatch& batch, at::Tensor& labels) const {
+  // from_blob borrows the batch's memory; the copy to the device (or clone on CPU) owns it.
+  auto x = at::from_blob(const_cast<float*>(batch.x.data()), batch.shape, at::kFloat);
+  auto y = at::from_blob(const_cast<std::int64_t*>(batch.y.data()), {batch.size}, at::kLong);
+  labels = device.device.is_cpu() ? y.clone() : y.to(device.device);
+  return device.device.is_cpu() ? x.clone() : x.to(device.device);
+}
+
+void Trainer::State::check_labels(const HostBatch& batch, const ShardIndex& index) const {
+  for (std::int64_t i = 0; i < batch.size; ++i) {
+    const std::int64_t label = batch.y[static_cast<std::size_t>(i)];
+    if (label < 0 || label >= config.num_classes) {
+      const auto [shard, local] = index.locate(batch.ids[static_cast<std::size_t>(i)]);
+      throw UsageError(fmt::format("'{}': dataset '{}' sample {} has label {}, outside [0, {}) set by --num-classes",
+                                   index.shards[shard].path, index.y_name, local, label, config.num_classes));
+    }
+  }
+}
+
+void Trainer::State::evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result) {
+  if (!val_reader) return;
+  torch::NoGradGuard no_grad;
+  model->eval();
+  const auto indices = eval_indices(val_index->num_samples(), rank.world_size, rank.rank);
+  Loader loader(*val_reader, indices, config.batch_size, config.prefetch_batches);
+  // Sums over this rank's share; every sample of the validation set is counted exactly once.
+  double totals[3] = {0.0, 0.0, 0.0};  // correct, loss sum, samples
+  while (auto batch = loader.next()) {
+    check_labels(*batch, *val_index);
+    at::Tensor labels;
+    at::Tensor x = to_tensor(*batch, labels);
+    at::Tensor logits;
+    {
+      AutocastScope autocast(config.amp, device.device.type());
+      logits = model->forward(x);
+    }
+    logits = logits.to(at::kFloat);
+    namespace F = torch::nn::functional;
+    totals[0] += logits.argmax(1).eq(labels).sum().item<double>();
+    totals[1] += F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
+    totals[2] += static_cast<double>(batch->size);
+  }
+  comm.allreduce(totals, 3, DType::F64, ReduceOp::Sum);
+  model->train();
+  result.evaluated = true;
+  result.val_samples = static_cast<std::int64_t>(totals[2]);
+  result.val_accuracy = totals[2] > 0 ? totals[0] / totals[2] : 0.0;
+  result.val_loss = totals[2] > 0 ? totals[1] / totals[2] : 0.0;
+  spdlog::info("epoch {} step {}: validation accuracy {:.4f}, loss {:.4f} ({} samples)", epoch, step,
+               result.val_accuracy, result.val_loss, result.val_samples);
+  metrics.write(EvalMetrics{step, epoch, result.val_loss, result.val_accuracy, result.val_samples});
+}
+
+Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, Communicator& comm)
+    : state_(std::make_unique<State>(config, rank, comm)) {
+  State& s = *state_;
+  on_all_then_agree(comm, [&] { s.device = select_device(config.device, rank); });
+  // Scanning agrees internally; the rest is agreed here so a bad value is one message, not N.
+  on_all_then_agree(comm, [&] { s.set_up(); });
+  s.ddp = std::make_unique<DistributedDataParallel>(s.model, comm);
+  on_all_then_agree(comm, [&] { s.optimizer = make_optimizer(config, s.model->parameters()); });
+
+  spdlog::info("model {}: {} parameters; {} training samples in {} shards, sample shape [{}]", config.model,
+               parameter_count(*s.model), s.train_index.num_samples(), s.train_index.shards.size(),
+               fmt::join(s.train_index.sample_shape, ", "));
+  spdlog::info("global batch {} = {} ranks x {} x {} accumulation; {} steps per epoch, {} steps in all",
+               config.batch_size * rank.world_size * config.grad_accum_steps, rank.world_size, config.batch_size,
+               config.grad_accum_steps, s.steps_per_epoch, s.total_steps);
+}
+
+Trainer::~Trainer() = default;
+
+std::vector<at::Tensor> Trainer::parameters() const { return state_->model->parameters(); }
+
+TrainResult Trainer::run() {
+  State& s = *state_;
+  const TrainingConfig& c = s.config;
+  TrainResult result;
+  namespace F = torch::nn::functional;
+
+  std::int64_t step = 0;
+  double interval_loss = 0.0;
+  double interval_data_wait = 0.0;
+  std::int64_t interval_steps = 0;
+  auto interval_start = Clock::now();
+  s.model->train();
+
+  for (std::int64_t epoch = 0; epoch < c.epochs && step < s.total_steps; ++epoch) {
+    result.epochs = epoch + 1;
+    auto indices = s.sampler->epoch_indices(epoch);
+    indices.resize(static_cast<std::size_t>(s.steps_per_epoch * c.grad_accum_steps * c.batch_size));
+    Loader loader(*s.train_reader, std::move(indices), c.batch_size, c.prefetch_batches);
+
+    for (std::int64_t epoch_step = 0; epoch_step < s.steps_per_epoch && step < s.total_steps; ++epoch_step) {
+      const double lr = scheduled_lr(c, step, s.total_steps);
+      set_learning_rate(*s.optimizer, lr);
+      s.optimizer->zero_grad(/*set_to_none=*/true);
+
+      double step_loss = 0.0;
+      for (int micro = 0; micro < c.grad_accum_steps; ++micro) {
+        const auto wait_start = Clock::now();
+        auto batch = loader.next();
+        interval_data_wait += seconds_since(wait_start);
+        if (!batch) throw Error("loader ended before the planned number of batches (internal error)");
+        s.check_labels(*batch, s.train_index);
+        at::Tensor labels;
+        at::Tensor x = s.to_tensor(*batch, labels);
+        s.ddp->before_forward();
+        at::Tensor loss;
+        {
+          AutocastScope autocast(c.amp, s.device.device.type());
+          loss = F::cross_entropy(s.model->forward(x).to(at::kFloat), labels);
+        }
+        (loss / c.grad_accum_steps).backward();
+        step_loss += loss.item<double>() / c.grad_accum_steps;
+      }
+      s.ddp->synchronize_gradients();
+      if (c.grad_clip > 0.0) torch::nn::utils::clip_grad_norm_(s.model->parameters(), c.grad_clip);
+      s.optimizer->step();
+      ++step;
+      ++interval_steps;
+      interval_loss += step_loss;
+
+      if (step % c.log_interval == 0 || step == s.total_steps) {
+        double sums[2] = {interval_loss, interval_data_wait};
+        s.comm.allreduce(sums, 2, DType::F64, ReduceOp::Avg);
+        const double elapsed = seconds_since(interval_start);
+        StepMetrics m;
+        m.step = step;
+        m.epoch = epoch;
+        m.loss = sums[0] / static_cast<double>(interval_steps);
+        m.lr = lr;
+        m.step_time_s = elapsed / static_cast<double>(interval_steps);
+        m.data_wait_s = sums[1] / static_cast<double>(interval_steps);
+        m.samples_per_second = static_cast<double>(interval_steps * c.grad_accum_steps * c.batch_size *
+                                                   s.rank.world_size) / elapsed;
+        spdlog::info("epoch {} step {}/{}: loss {:.4f} lr {:.3g} {:.0f} samples/s step {:.1f} ms data wait {:.1f} ms",
+                     epoch, step, s.total_steps, m.loss, lr, m.samples_per_second, m.step_time_s * 1e3,
+                     m.data_wait_s * 1e3);
+        s.metrics.write(m);
+        result.last_train_loss = m.loss;
+        interval_loss = interval_data_wait = 0.0;
+        interval_steps = 0;
+        interval_start = Clock::now();
+      }
+    }
+    s.evaluate(step, epoch, result);
+  }
+  result.steps = step;
+  return result;
+}
+
+}  // namespace mnddp
