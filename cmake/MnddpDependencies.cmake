@@ -69,6 +69,11 @@ target_include_directories(mnddp::torch SYSTEM INTERFACE
 target_compile_definitions(mnddp::torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
 target_link_libraries(mnddp::torch INTERFACE ${MNDDP_TORCH_LIB} ${MNDDP_TORCH_CPU_LIB} ${MNDDP_C10_LIB})
 set_property(TARGET mnddp::torch APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:-rpath,${_torch_libdir}")
+# libtorch.so and libtorch_cpu.so export their private copies of std::filesystem (built with a newer
+# GCC); whichever library comes first in DT_NEEDED wins symbol lookup, and torch's remove_all
+# crashes when called from our code. Naming libstdc++ before any object or library puts it first.
+set_property(TARGET mnddp::torch APPEND PROPERTY INTERFACE_LINK_OPTIONS
+             "LINKER:--push-state,--no-as-needed" "-lstdc++" "LINKER:--pop-state")
 
 # --- CUDA and NCCL (optional) --------------------------------------------------------------------
 set(MNDDP_HAVE_CUDA OFF)

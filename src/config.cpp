@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -52,6 +53,18 @@ po::options_description action_options() {
   throw UsageError(where.empty() ? std::string(e.what()) : fmt::format("{}: {}", where, e.what()));
 }
 
+// A later --opt on the command line overrides an earlier one (scripts append overrides), instead of
+// Boost's "cannot be specified more than once".
+po::parsed_options keep_last_occurrence(po::parsed_options parsed) {
+  std::vector<po::option> kept;
+  for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
+    const bool seen = std::any_of(kept.begin(), kept.end(), [&](const po::option& o) { return o.string_key == it->string_key; });
+    if (!seen || it->string_key.empty()) kept.push_back(*it);
+  }
+  parsed.options.assign(kept.rbegin(), kept.rend());
+  return parsed;
+}
+
 void store_environment(const Environment& env, const po::options_description& desc, po::variables_map& vm) {
   for (const auto& [key, value] : env) {
     if (key.rfind(kEnvPrefix, 0) != 0 || key == "MNDDP_CONFIG") continue;
@@ -70,6 +83,9 @@ void store_environment(const Environment& env, const po::options_description& de
 }
 
 void store_config_file(const std::string& path, const po::options_description& desc, po::variables_map& vm) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored))
+    throw UsageError(fmt::format("--config: '{}' is a directory, not an INI file", path));
   std::ifstream in(path);
   if (!in) throw UsageError(fmt::format("--config: cannot read '{}': {}", path, std::strerror(errno)));
   try {
@@ -97,7 +113,7 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const
   po::variables_map vm;
   try {
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    po::store(po::command_line_parser(args).options(all).style(style).run(), vm);
+    po::store(keep_last_occurrence(po::command_line_parser(args).options(all).style(style).run()), vm);
   } catch (const po::error& e) {
     rethrow_as_usage(e, "");
   }

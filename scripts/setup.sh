@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything mnddp needs on a Debian 12 machine: the apt packages (Open MPI, parallel
+# HDF5, Boost.Program_options, spdlog, fmt, nlohmann-json, GoogleTest, ccache, ninja) and the
+# project venv with torch (LibTorch), numpy and h5py. Idempotent: a second run checks and returns.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config
+  openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
+  libboost-program-options-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libgtest-dev python3-venv
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  say "installing apt packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The venv is current when its stamp matches requirements.txt.
+requirements="$MNDDP_ROOT/scripts/requirements.txt"
+stamp="$MNDDP_VENV/.mnddp-requirements"
+if [ ! -x "$MNDDP_VENV/bin/python" ] || ! cmp -s "$requirements" "$stamp"; then
+  say "creating the venv in $MNDDP_VENV (torch is a large download)"
+  python3 -m venv "$MNDDP_VENV"
+  "$MNDDP_VENV/bin/pip" install -q --upgrade pip
+  "$MNDDP_VENV/bin/pip" install -q -r "$requirements"
+  cp "$requirements" "$stamp"
+fi
+say "setup complete: $("$MNDDP_VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)')"

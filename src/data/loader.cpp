@@ -1,0 +1,89 @@
+// Loader: one background thread reads batches ahead of the trainer into a bounded queue, so HDF5
+// reads overlap compute; reader errors surface in the consumer's next() call.
+#include "mnddp/data/loader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "mnddp/error.hpp"
+
+namespace mnddp {
+
+Loader::Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t batch_size, int prefetch_batches)
+    : reader_(reader),
+      indices_(std::move(indices)),
+      batch_size_(batch_size),
+      capacity_(static_cast<std::size_t>(std::max(1, prefetch_batches))) {
+  if (batch_size_ < 1) throw UsageError(fmt::format("--batch-size must be at least 1, got {}", batch_size_));
+  const auto count = static_cast<std::int64_t>(indices_.size());
+  num_batches_ = (count + batch_size_ - 1) / batch_size_;
+  // Started last: every member the thread touches is initialised by now.
+  thread_ = std::thread(&Loader::run, this);
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void Loader::run() {
+  const auto sample_numel = static_cast<std::size_t>(reader_.index().sample_numel());
+  const auto& sample_shape = reader_.index().sample_shape;
+  try {
+    for (std::int64_t b = 0; b < num_batches_; ++b) {
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return stop_ || ready_.size() < capacity_; });
+        if (stop_) break;
+      }
+      // Read outside our lock: the consumer keeps taking ready batches meanwhile.
+      const std::int64_t first = b * batch_size_;
+      const std::int64_t size = std::min(batch_size_, static_cast<std::int64_t>(indices_.size()) - first);
+      HostBatch batch;
+      batch.size = size;
+      batch.shape.push_back(size);
+      batch.shape.insert(batch.shape.end(), sample_shape.begin(), sample_shape.end());
+      batch.ids.assign(indices_.begin() + first, indices_.begin() + first + size);
+      batch.x.resize(static_cast<std::size_t>(size) * sample_numel);
+      batch.y.resize(static_cast<std::size_t>(size));
+      reader_.read(batch.ids, batch.x.data(), batch.y.data());
+      {
+        std::lock_guard lock(mutex_);
+        ready_.push_back(std::move(batch));
+      }
+      changed_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    error_ = std::current_exception();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    finished_ = true;
+  }
+  changed_.notify_all();
+}
+
+std::optional<HostBatch> Loader::next() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return !ready_.empty() || finished_; });
+  if (!ready_.empty()) {
+    HostBatch batch = std::move(ready_.front());
+    ready_.pop_front();
+    ++consumed_;
+    lock.unlock();
+    changed_.notify_all();  // a slot is free for the reader thread
+    return batch;
+  }
+  // Batches read before a failure were delivered first; the failure ends the stream.
+  if (error_) std::rethrow_exception(error_);
+  return std::nullopt;
+}
+
+}  // namespace mnddp

@@ -1,0 +1,66 @@
+# Helpers for the end-to-end tests: run a command with a deadline and check how it ended.
+# Expects MNDDP_BIN, MNDDP_DATA_BIN and MPIEXEC from CTest (tests/CMakeLists.txt).
+set -uo pipefail
+
+: "${MNDDP_BIN:?}" "${MNDDP_DATA_BIN:?}" "${MPIEXEC:=mpirun}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/mnddp-e2e.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+FAILURES=0
+CASES=0
+
+fail() { printf 'FAIL: %s\n' "$*"; FAILURES=$((FAILURES + 1)); }
+pass() { printf 'ok:   %s\n' "$*"; }
+
+# run_mpi NP SECONDS args... : mnddp train under mpirun; sets RC, OUT (stdout), ERR (stderr), ELAPSED.
+run_mpi() {
+  local np=$1 seconds=$2
+  shift 2
+  local start=$SECONDS
+  timeout --kill-after=5 "$seconds" "$MPIEXEC" -np "$np" --oversubscribe "$MNDDP_BIN" train --threads 1 "$@" \
+    >"$WORK/out" 2>"$WORK/err"
+  RC=$?
+  ELAPSED=$((SECONDS - start))
+  OUT=$(cat "$WORK/out")
+  ERR=$(cat "$WORK/err")
+}
+
+# expect_usage_error NAME NEEDLE... : the last run ended with exit 2 in time, printing exactly one
+# "mnddp: error:" line that contains every NEEDLE.
+expect_usage_error() {
+  local name=$1
+  shift
+  CASES=$((CASES + 1))
+  if [ "$RC" = 124 ] || [ "$RC" = 137 ]; then fail "$name: hung (killed after the deadline)"; return; fi
+  if [ "$RC" != 2 ]; then fail "$name: exit code $RC, expected 2"$'\n'"$ERR"; return; fi
+  local lines
+  lines=$(grep -c 'mnddp: error:' <<<"$ERR")
+  if [ "$lines" != 1 ]; then fail "$name: $lines error lines, expected exactly 1"$'\n'"$ERR"; return; fi
+  local line
+  line=$(grep 'mnddp: error:' <<<"$ERR")
+  for needle in "$@"; do
+    if ! grep -qF -- "$needle" <<<"$line"; then fail "$name: message lacks '$needle': $line"; return; fi
+  done
+  pass "$name (${ELAPSED}s): $line"
+}
+
+# expect_rank_failure NAME NEEDLE... : an error found by one rank mid-run (not agreed by all):
+# exit code 2 in time, through abort_all ("[rank r@host] mnddp: fatal: ..." with every NEEDLE).
+expect_rank_failure() {
+  local name=$1
+  shift
+  CASES=$((CASES + 1))
+  if [ "$RC" = 124 ] || [ "$RC" = 137 ]; then fail "$name: hung (killed after the deadline)"; return; fi
+  if [ "$RC" != 2 ]; then fail "$name: exit code $RC, expected 2"$'\n'"$ERR"; return; fi
+  local line
+  line=$(grep -m1 'mnddp: fatal:' <<<"$ERR")
+  for needle in "$@"; do
+    if ! grep -qF -- "$needle" <<<"$line"; then fail "$name: message lacks '$needle': $line"; return; fi
+  done
+  pass "$name (${ELAPSED}s): $line"
+}
+
+finish() {
+  echo "$((CASES - FAILURES)) passed, $FAILURES failed"
+  [ "$FAILURES" = 0 ]
+}

@@ -1,0 +1,141 @@
+// MpiComm on 2 and 3 ranks: values a person can check by hand (the sum of ranks is n(n-1)/2),
+// half-precision reductions, the string helpers and the collective failure agreement.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/error.hpp"
+
+using namespace mnddp;
+
+namespace {
+
+std::uint16_t to_bf16(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<std::uint16_t>(bits >> 16);  // exact for the small integers used here
+}
+float from_bf16(std::uint16_t h) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace
+
+class MpiCommTest : public ::testing::Test {
+ protected:
+  MpiComm comm;
+  int n = comm.size();
+  int r = comm.rank();
+};
+
+TEST_F(MpiCommTest, SumOfRanks) {
+  const double expected = n * (n - 1) / 2.0;
+  std::vector<float> f(1000, static_cast<float>(r));
+  comm.allreduce(f.data(), f.size(), DType::F32, ReduceOp::Sum);
+  for (float v : f) ASSERT_EQ(v, expected);
+  double d = r;
+  comm.allreduce(&d, 1, DType::F64, ReduceOp::Sum);
+  EXPECT_EQ(d, expected);
+  EXPECT_EQ(allreduce_sum(comm, std::int64_t{r}), n * (n - 1) / 2);
+}
+
+TEST_F(MpiCommTest, AverageMaxMin) {
+  std::vector<double> v = {static_cast<double>(r), 1.0};
+  comm.allreduce(v.data(), v.size(), DType::F64, ReduceOp::Avg);
+  EXPECT_DOUBLE_EQ(v[0], (n - 1) / 2.0);
+  EXPECT_DOUBLE_EQ(v[1], 1.0);
+  EXPECT_EQ(allreduce_max(comm, std::int64_t{r}), n - 1);
+  EXPECT_EQ(allreduce_min(comm, std::int64_t{r + 5}), 5);
+}
+
+TEST_F(MpiCommTest, HalfPrecisionSumAndAverage) {
+  std::vector<_Float16> h(64, static_cast<_Float16>(r + 1));
+  comm.allreduce(h.data(), h.size(), DType::F16, ReduceOp::Sum);
+  for (auto v : h) ASSERT_EQ(static_cast<float>(v), n * (n + 1) / 2.0f);
+
+  std::vector<std::uint16_t> b(64, to_bf16(static_cast<float>(2 * (r + 1))));
+  comm.allreduce(b.data(), b.size(), DType::BF16, ReduceOp::Avg);
+  for (auto v : b) ASSERT_EQ(from_bf16(v), static_cast<float>(n + 1));
+
+  std::vector<std::uint16_t> m(3, to_bf16(static_cast<float>(r)));
+  comm.allreduce(m.data(), m.size(), DType::BF16, ReduceOp::Max);
+  EXPECT_EQ(from_bf16(m[0]), static_cast<float>(n - 1));
+}
+
+TEST_F(MpiCommTest, AverageOfIntegersIsRejected) {
+  std::int64_t x = r;
+  EXPECT_THROW(comm.allreduce(&x, 1, DType::I64, ReduceOp::Avg), std::invalid_argument);
+}
+
+TEST_F(MpiCommTest, BroadcastFromLastRank) {
+  std::vector<std::int32_t> v(10, r);
+  comm.broadcast(v.data(), v.size(), DType::I32, n - 1);
+  for (auto x : v) ASSERT_EQ(x, n - 1);
+}
+
+TEST_F(MpiCommTest, Allgather) {
+  std::int64_t mine = 10 * r;
+  std::vector<std::int64_t> all(static_cast<std::size_t>(n));
+  comm.allgather(&mine, all.data(), 1, DType::I64);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(all[static_cast<std::size_t>(i)], 10 * i);
+}
+
+TEST_F(MpiCommTest, StringHelpers) {
+  std::string text = r == 0 ? "from rank zero" : "";
+  broadcast_string(comm, text, 0);
+  EXPECT_EQ(text, "from rank zero");
+  const auto all = allgather_strings(comm, std::string(static_cast<std::size_t>(r), 'x'));
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) EXPECT_EQ(all[static_cast<std::size_t>(i)], std::string(static_cast<std::size_t>(i), 'x'));
+}
+
+TEST_F(MpiCommTest, CollectiveCount) {
+  const auto before = comm.collective_count();
+  comm.barrier();
+  double x = 1;
+  comm.allreduce(&x, 1, DType::F64, ReduceOp::Sum);
+  EXPECT_EQ(comm.collective_count(), before + 2);
+}
+
+TEST_F(MpiCommTest, AgreementWithoutFailurePasses) {
+  EXPECT_NO_THROW(agree_on_failure(comm, std::nullopt));
+}
+
+TEST_F(MpiCommTest, FailureOnOneRankIsRaisedOnEveryRank) {
+  std::optional<Failure> mine;
+  if (r == n - 1) mine = Failure{"rank-specific trouble", kExitUsage};
+  try {
+    agree_on_failure(comm, mine);
+    FAIL() << "expected every rank to throw";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.collective());
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_STREQ(e.what(), "rank-specific trouble");
+  }
+}
+
+TEST_F(MpiCommTest, LowestFailingRankWins) {
+  std::optional<Failure> mine = Failure{"failed on rank " + std::to_string(r), kExitFailure};
+  try {
+    agree_on_failure(comm, mine);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "failed on rank 0");
+  }
+}
+
+TEST_F(MpiCommTest, RootWorkFailureReachesAll) {
+  try {
+    on_root_then_agree(comm, [] { throw UsageError("root could not read the file"); });
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.collective());
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+  }
+}

@@ -1,0 +1,178 @@
+// TrainingConfig: defaults, precedence (CLI > env > file > default), validation messages and the
+// --print-config round trip.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "mnddp/config.hpp"
+#include "mnddp/error.hpp"
+#include "test_support.hpp"
+
+using mnddp::Environment;
+using mnddp::parse_command_line;
+using mnddp::TrainingConfig;
+using mnddp::UsageError;
+
+namespace {
+
+// The message of the UsageError that parsing `args` throws ("" if it does not throw).
+std::string usage_error_of(const std::vector<std::string>& args, const Environment& env = {}) {
+  try {
+    parse_command_line(args, env);
+  } catch (const UsageError& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    return e.what();
+  }
+  return "";
+}
+
+std::string write_file(const mnddp::testing_support::TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.file(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST(Config, DefaultsWithoutAnyInput) {
+  const auto parsed = parse_command_line({}, {});
+  EXPECT_EQ(parsed.config, TrainingConfig{});
+  EXPECT_EQ(parsed.config.batch_size, 64);
+  EXPECT_EQ(parsed.config.optimizer, "sgd");
+  EXPECT_FALSE(parsed.help);
+}
+
+TEST(Config, HasAtLeastTwentyFiveOptions) {
+  const std::string markdown = mnddp::help_markdown();
+  int rows = 0;
+  for (std::size_t at = markdown.find("| `--"); at != std::string::npos; at = markdown.find("| `--", at + 1)) ++rows;
+  EXPECT_GE(rows, 25);
+}
+
+TEST(Config, CommandLineWinsOverEnvironmentWhichWinsOverFile) {
+  mnddp::testing_support::TempDir dir;
+  const auto ini = write_file(dir, "run.ini", "lr = 0.3\nbatch-size = 16\nmodel = convnet\nepochs = 7\n");
+  const Environment env = {{"MNDDP_LR", "0.2"}, {"MNDDP_BATCH_SIZE", "32"}, {"MNDDP_UNRELATED", "x"}};
+  const auto parsed = parse_command_line({"--config", ini, "--lr", "0.1"}, env);
+  EXPECT_DOUBLE_EQ(parsed.config.lr, 0.1);       // CLI
+  EXPECT_EQ(parsed.config.batch_size, 32);       // env over file
+  EXPECT_EQ(parsed.config.model, "convnet");     // file over default
+  EXPECT_EQ(parsed.config.epochs, 7);            // file
+  EXPECT_EQ(parsed.config.optimizer, "sgd");     // default
+  EXPECT_EQ(parsed.config_file, ini);
+}
+
+TEST(Config, ConfigFileFromEnvironment) {
+  mnddp::testing_support::TempDir dir;
+  const auto ini = write_file(dir, "env.ini", "hidden = 99\n");
+  const auto parsed = parse_command_line({}, {{"MNDDP_CONFIG", ini}});
+  EXPECT_EQ(parsed.config.hidden, 99);
+}
+
+TEST(Config, EnvironmentNames) {
+  EXPECT_EQ(mnddp::env_name_for("batch-size"), "MNDDP_BATCH_SIZE");
+  EXPECT_EQ(mnddp::env_name_for("lr"), "MNDDP_LR");
+  const auto parsed = parse_command_line({}, {{"MNDDP_LOG_ALL_RANKS", "true"}, {"MNDDP_GRAD_ACCUM_STEPS", "4"}});
+  EXPECT_TRUE(parsed.config.log_all_ranks);
+  EXPECT_EQ(parsed.config.grad_accum_steps, 4);
+}
+
+TEST(Config, BareFlagMeansTrue) {
+  EXPECT_TRUE(parse_command_line({"--log-all-ranks"}, {}).config.log_all_ranks);
+  EXPECT_FALSE(parse_command_line({"--shuffle=false"}, {}).config.shuffle);
+}
+
+TEST(Config, NegativeLearningRateNamesOptionAndValue) {
+  const auto message = usage_error_of({"--lr=-0.1"});
+  EXPECT_NE(message.find("--lr"), std::string::npos) << message;
+  EXPECT_NE(message.find("-0.1"), std::string::npos) << message;
+}
+
+TEST(Config, NonNumericLearningRate) {
+  const auto message = usage_error_of({"--lr", "fast"});
+  EXPECT_NE(message.find("lr"), std::string::npos) << message;
+  EXPECT_NE(message.find("fast"), std::string::npos) << message;
+}
+
+TEST(Config, BadValueInEnvironmentNamesTheVariable) {
+  const auto message = usage_error_of({}, {{"MNDDP_BATCH_SIZE", "many"}});
+  EXPECT_NE(message.find("MNDDP_BATCH_SIZE"), std::string::npos) << message;
+  EXPECT_NE(message.find("many"), std::string::npos) << message;
+}
+
+TEST(Config, BadValueInFileNamesTheFile) {
+  mnddp::testing_support::TempDir dir;
+  const auto ini = write_file(dir, "bad.ini", "epochs = three\n");
+  const auto message = usage_error_of({"--config", ini});
+  EXPECT_NE(message.find(ini), std::string::npos) << message;
+  EXPECT_NE(message.find("three"), std::string::npos) << message;
+}
+
+TEST(Config, UnknownKeyInFile) {
+  mnddp::testing_support::TempDir dir;
+  const auto ini = write_file(dir, "typo.ini", "learning-rate = 0.1\n");
+  const auto message = usage_error_of({"--config", ini});
+  EXPECT_NE(message.find("learning-rate"), std::string::npos) << message;
+}
+
+TEST(Config, UnreadableConfigFile) {
+  const auto message = usage_error_of({"--config", "/nonexistent/run.ini"});
+  EXPECT_NE(message.find("--config"), std::string::npos) << message;
+  EXPECT_NE(message.find("/nonexistent/run.ini"), std::string::npos) << message;
+}
+
+TEST(Config, UnknownChoiceListsTheChoices) {
+  const auto message = usage_error_of({"--model", "gpt5"});
+  EXPECT_NE(message.find("--model"), std::string::npos) << message;
+  EXPECT_NE(message.find("gpt5"), std::string::npos) << message;
+  EXPECT_NE(message.find("convnet"), std::string::npos) << message;
+}
+
+TEST(Config, UnknownOptionAndNoGuessing) {
+  EXPECT_NE(usage_error_of({"--no-such-option", "1"}).find("no-such-option"), std::string::npos);
+  // "--lr-sched" must not silently become --lr-schedule.
+  EXPECT_NE(usage_error_of({"--lr-sched", "cosine"}), "");
+}
+
+TEST(Config, RangeChecks) {
+  EXPECT_NE(usage_error_of({"--batch-size=0"}), "");
+  EXPECT_NE(usage_error_of({"--momentum=1.5"}), "");
+  EXPECT_NE(usage_error_of({"--grad-accum-steps=0"}), "");
+  EXPECT_NE(usage_error_of({"--collective-timeout=0"}), "");
+  EXPECT_NE(usage_error_of({"--lr=nan"}), "");
+  EXPECT_NE(usage_error_of({"--seed=-3"}), "");
+  EXPECT_EQ(usage_error_of({"--momentum=0"}), "");
+}
+
+TEST(Config, PrintConfigRoundTrips) {
+  TrainingConfig changed;
+  changed.train_data = "/scratch/run 1/train_*.h5";
+  changed.val_data = "";
+  changed.lr = 0.1 + 0.2;  // not exactly representable: the text must carry every digit
+  changed.weight_decay = 1e-5;
+  changed.model = "convnet";
+  changed.shuffle = false;
+  changed.seed = 1234567890123;
+  changed.collective_timeout = 12.5;
+  changed.checkpoint_dir = "ckpt";
+  const std::string ini = mnddp::to_ini(changed);
+  EXPECT_EQ(mnddp::parse_ini_text(ini), changed) << ini;
+
+  mnddp::testing_support::TempDir dir;
+  const auto path = write_file(dir, "printed.ini", ini);
+  EXPECT_EQ(parse_command_line({"--config", path}, {}).config, changed);
+}
+
+TEST(Config, HelpIsGrouped) {
+  const std::string help = mnddp::help_text();
+  for (const char* group : {"Data:", "Model:", "Optimizer:", "Schedule:", "Training:", "Checkpoint:", "Logging:",
+                            "Distributed:"})
+    EXPECT_NE(help.find(group), std::string::npos) << group;
+  EXPECT_TRUE(parse_command_line({"--help"}, {}).help);
+}
+
+TEST(Config, RepeatedOptionLastWins) {
+  const auto parsed = parse_command_line({"--lr", "0.1", "--batch-size=8", "--lr", "0.4"}, {});
+  EXPECT_DOUBLE_EQ(parsed.config.lr, 0.4);
+  EXPECT_EQ(parsed.config.batch_size, 8);
+}
