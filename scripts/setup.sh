@@ -9,7 +9,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev python3-venv
+  libgtest-dev python3-venv clang-format git
 )
 
 missing=()
@@ -34,4 +34,4 @@ if [ ! -x "$MNDDP_VENV/bin/python" ] || ! cmp -s "$requirements" "$stamp"; then
   "$MNDDP_VENV/bin/pip" install -q -r "$requirements"
   cp "$requirements" "$stamp"
 fi
-say "setup complete: $("$MNDDP_VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)')"
+say "setup complete: torch $("$MNDDP_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))') in $MNDDP_VENV"

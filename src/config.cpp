@@ -23,10 +23,11 @@ using config_detail::option_groups;
 using config_detail::option_table;
 
 constexpr const char* kEnvPrefix = "MNDDP_";
+constexpr unsigned kHelpWidth = 110;  // columns of --help; descriptions start halfway
 
 // All training options bound to `target`, one Boost group per table group.
 po::options_description training_options(TrainingConfig& target, const TrainingConfig& defaults,
-                                          unsigned line_length = po::options_description::m_default_line_length) {
+                                         unsigned line_length = po::options_description::m_default_line_length) {
   po::options_description all("Training options (also MNDDP_<NAME> environment variables and --config file keys)",
                               line_length, line_length / 2);
   for (const auto& group : option_groups()) {
@@ -40,11 +41,10 @@ po::options_description training_options(TrainingConfig& target, const TrainingC
 
 po::options_description action_options() {
   po::options_description actions("General");
-  actions.add_options()
-      ("help,h", "print this help and exit")
-      ("help-markdown", "print the option reference as Markdown and exit")
-      ("print-config", "print the resolved configuration as an INI file and exit")
-      ("config", po::value<std::string>(), "INI file with option = value lines (env: MNDDP_CONFIG)");
+  actions.add_options()("help,h", "print this help and exit")("help-markdown",
+                                                              "print the option reference as Markdown and exit")(
+      "print-config", "print the resolved configuration as an INI file and exit")(
+      "config", po::value<std::string>(), "INI file with option = value lines (env: MNDDP_CONFIG)");
   return actions;
 }
 
@@ -58,7 +58,8 @@ po::options_description action_options() {
 po::parsed_options keep_last_occurrence(po::parsed_options parsed) {
   std::vector<po::option> kept;
   for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
-    const bool seen = std::any_of(kept.begin(), kept.end(), [&](const po::option& o) { return o.string_key == it->string_key; });
+    const bool seen =
+        std::any_of(kept.begin(), kept.end(), [&](const po::option& o) { return o.string_key == it->string_key; });
     if (!seen || it->string_key.empty()) kept.push_back(*it);
   }
   parsed.options.assign(kept.rbegin(), kept.rend());
@@ -99,7 +100,8 @@ void store_config_file(const std::string& path, const po::options_description& d
 
 std::string env_name_for(const std::string& option) {
   std::string name = kEnvPrefix;
-  for (char c : option) name += (c == '-' || c == '.') ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (char c : option)
+    name += (c == '-' || c == '.') ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return name;
 }
 
@@ -179,7 +181,7 @@ std::string help_text() {
          "Precedence: command line > MNDDP_<OPTION> environment variables > --config file > defaults.\n"
          "Booleans take true/false (a bare --flag means true).\n\n"
       << action_options() << "\n"
-      << training_options(scratch, defaults);
+      << training_options(scratch, defaults, kHelpWidth);
   return out.str();
 }
 

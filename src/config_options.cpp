@@ -84,7 +84,9 @@ Check<std::string> any_text() {
   };
 }
 
-std::string choices_type(const std::vector<std::string>& choices) { return fmt::format("{}", fmt::join(choices, " | ")); }
+std::string choices_type(const std::vector<std::string>& choices) {
+  return fmt::format("{}", fmt::join(choices, " | "));
+}
 
 class TableBuilder {
  public:
@@ -113,7 +115,8 @@ class TableBuilder {
     rows_.push_back(std::move(row));
   }
 
-  void choice(const char* name, std::string TrainingConfig::*field, const char* help, std::vector<std::string> choices) {
+  void choice(const char* name, std::string TrainingConfig::*field, const char* help,
+              std::vector<std::string> choices) {
     add<std::string>(name, field, help, one_of(choices), choices_type(choices));
   }
 
@@ -135,11 +138,10 @@ std::vector<OptionSpec> build_table() {
   t.add("y-name", &C::y_name, "name of the label dataset inside each HDF5 file", not_empty());
   t.add("batch-size", &C::batch_size, "samples per rank per micro-step", at_least<std::int64_t>(1));
   t.add("shuffle", &C::shuffle, "shuffle the training order each epoch (seeded by seed and epoch)", Check<bool>{});
-  t.add("drop-last", &C::drop_last,
-        "drop the tail that does not fill a global batch; false pads it by wrapping around", Check<bool>{});
+  t.add("drop-last", &C::drop_last, "drop the tail that does not fill a global batch; false pads it by wrapping around",
+        Check<bool>{});
   t.add("prefetch-batches", &C::prefetch_batches, "batches the loader thread reads ahead", at_least(1));
-  t.add("num-classes", &C::num_classes, "number of label classes (labels must be in [0, num-classes))",
-        at_least(2));
+  t.add("num-classes", &C::num_classes, "number of label classes (labels must be in [0, num-classes))", at_least(2));
 
   t.group("Model");
   t.choice("model", &C::model, "network to train", {"mlp", "convnet"});
@@ -189,8 +191,7 @@ std::vector<OptionSpec> build_table() {
         not_empty());
 
   t.group("Logging");
-  t.add("log-interval", &C::log_interval, "log and record metrics every this many steps",
-        at_least<std::int64_t>(1));
+  t.add("log-interval", &C::log_interval, "log and record metrics every this many steps", at_least<std::int64_t>(1));
   t.add("metrics-file", &C::metrics_file, "JSON-lines metrics written by rank 0; empty: off", any_text());
   t.choice("log-level", &C::log_level, "log level of rank 0 (other ranks log warnings and errors)",
            {"trace", "debug", "info", "warn", "error"});

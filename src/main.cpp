@@ -45,7 +45,7 @@ TrainingConfig agree_on_config(Communicator& comm, const std::vector<std::string
   std::int64_t chosen = 0;
   on_root_then_agree(comm, [&] {
     const ParsedCommandLine parsed = parse_command_line(args, environment_from_process());
-    chosen = static_cast<std::int64_t>(parsed.help          ? Action::Help
+    chosen = static_cast<std::int64_t>(parsed.help            ? Action::Help
                                        : parsed.help_markdown ? Action::HelpMarkdown
                                        : parsed.print_config  ? Action::PrintConfig
                                                               : Action::Train);
@@ -58,9 +58,9 @@ TrainingConfig agree_on_config(Communicator& comm, const std::vector<std::string
 }
 
 void log_rank_table(Communicator& comm, const RankInfo& rank, const std::string& device, int threads) {
-  const std::string line = fmt::format("rank {}/{} host {} node {}/{} local rank {}/{} device {} threads {}", rank.rank,
-                                       rank.world_size, rank.host, rank.node_index, rank.node_count, rank.local_rank,
-                                       rank.local_size, device, threads);
+  const std::string line =
+      fmt::format("rank {}/{} host {} node {}/{} local rank {}/{} device {} threads {}", rank.rank, rank.world_size,
+                  rank.host, rank.node_index, rank.node_count, rank.local_rank, rank.local_size, device, threads);
   const auto lines = allgather_strings(comm, line);
   for (const auto& l : lines) spdlog::info("{}", l);
 }

@@ -37,9 +37,10 @@ Runtime::Runtime(int& argc, char**& argv) {
   MNDDP_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
   if (provided < MPI_THREAD_MULTIPLE) {
     MPI_Finalize();
-    throw Error(fmt::format("MPI provides thread level {} but mnddp needs MPI_THREAD_MULTIPLE ({}); "
-                            "use an MPI built with thread support",
-                            provided, MPI_THREAD_MULTIPLE));
+    throw Error(
+        fmt::format("MPI provides thread level {} but mnddp needs MPI_THREAD_MULTIPLE ({}); "
+                    "use an MPI built with thread support",
+                    provided, MPI_THREAD_MULTIPLE));
   }
   MNDDP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &info_.rank));
   MNDDP_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &info_.world_size));

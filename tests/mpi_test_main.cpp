@@ -9,7 +9,6 @@
 #include <cstring>
 #include <string>
 
-
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

@@ -63,14 +63,14 @@ struct TrainingConfig {
   std::string resume = "auto";  // auto | none | PATH
 
   // --- logging ---
-  std::int64_t log_interval = 10;  // steps
+  std::int64_t log_interval = 10;              // steps
   std::string metrics_file = "metrics.jsonl";  // rank 0 writes JSON lines; empty: off
-  std::string log_level = "info";             // trace | debug | info | warn | error
+  std::string log_level = "info";              // trace | debug | info | warn | error
   bool log_all_ranks = false;
 
   // --- distributed ---
-  std::string backend = "auto";  // auto | nccl | mpi
-  std::string device = "auto";   // auto | cpu | cuda
+  std::string backend = "auto";       // auto | nccl | mpi
+  std::string device = "auto";        // auto | cpu | cuda
   double collective_timeout = 600.0;  // seconds
 
   bool operator==(const TrainingConfig&) const = default;
@@ -82,7 +82,7 @@ struct ParsedCommandLine {
   bool help = false;
   bool help_markdown = false;  // the option reference as Markdown (docs/CONFIG.md)
   bool print_config = false;
-  std::string config_file;     // as given to --config
+  std::string config_file;  // as given to --config
 };
 
 // Parses argv (without the program and subcommand names), the environment and the --config file.

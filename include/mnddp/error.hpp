@@ -29,8 +29,7 @@ class Error : public std::runtime_error {
 // Bad input from the user: an option value, a file, a dataset, the launch environment.
 class UsageError : public Error {
  public:
-  explicit UsageError(const std::string& message, bool collective = false)
-      : Error(message, kExitUsage, collective) {}
+  explicit UsageError(const std::string& message, bool collective = false) : Error(message, kExitUsage, collective) {}
 };
 
 // A failing library call; the message carries the call, the library's error text and file:line.

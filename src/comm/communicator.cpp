@@ -9,36 +9,54 @@ namespace mnddp {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::F32: return 4;
-    case DType::F64: return 8;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
-    case DType::U8: return 1;
+    case DType::F32:
+      return 4;
+    case DType::F64:
+      return 8;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::I32:
+      return 4;
+    case DType::I64:
+      return 8;
+    case DType::U8:
+      return 1;
   }
   throw std::logic_error("dtype_size: unknown dtype");
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "float32";
-    case DType::F64: return "float64";
-    case DType::F16: return "float16";
-    case DType::BF16: return "bfloat16";
-    case DType::I32: return "int32";
-    case DType::I64: return "int64";
-    case DType::U8: return "uint8";
+    case DType::F32:
+      return "float32";
+    case DType::F64:
+      return "float64";
+    case DType::F16:
+      return "float16";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::I32:
+      return "int32";
+    case DType::I64:
+      return "int64";
+    case DType::U8:
+      return "uint8";
   }
   return "unknown";
 }
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Avg:
+      return "avg";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
   }
   return "unknown";
 }
@@ -67,9 +85,7 @@ std::int64_t allreduce_max(Communicator& comm, std::int64_t value) {
 std::int64_t allreduce_min(Communicator& comm, std::int64_t value) {
   return reduce_scalar(comm, value, DType::I64, ReduceOp::Min);
 }
-double allreduce_sum(Communicator& comm, double value) {
-  return reduce_scalar(comm, value, DType::F64, ReduceOp::Sum);
-}
+double allreduce_sum(Communicator& comm, double value) { return reduce_scalar(comm, value, DType::F64, ReduceOp::Sum); }
 
 std::vector<std::string> allgather_strings(Communicator& comm, const std::string& mine) {
   const auto n = static_cast<std::size_t>(comm.size());

@@ -96,13 +96,20 @@ constexpr std::size_t kMaxChunk = static_cast<std::size_t>(INT_MAX) / 2;
 
 MPI_Datatype to_mpi(DType dtype) {
   switch (dtype) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::F64: return MPI_DOUBLE;
-    case DType::F16: return MPI_UINT16_T;
-    case DType::BF16: return MPI_UINT16_T;
-    case DType::I32: return MPI_INT32_T;
-    case DType::I64: return MPI_INT64_T;
-    case DType::U8: return MPI_UINT8_T;
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::F64:
+      return MPI_DOUBLE;
+    case DType::F16:
+      return MPI_UINT16_T;
+    case DType::BF16:
+      return MPI_UINT16_T;
+    case DType::I32:
+      return MPI_INT32_T;
+    case DType::I64:
+      return MPI_INT64_T;
+    case DType::U8:
+      return MPI_UINT8_T;
   }
   throw std::logic_error("to_mpi: unknown dtype");
 }
@@ -130,7 +137,8 @@ void MpiComm::allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp o
   const MPI_Op mpi_op = to_mpi_op(op, dtype);
   for (std::size_t done = 0; done < count; done += kMaxChunk) {
     const std::size_t n = std::min(kMaxChunk, count - done);
-    MNDDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + done * element, static_cast<int>(n), to_mpi(dtype), mpi_op, comm_));
+    MNDDP_MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, bytes + done * element, static_cast<int>(n), to_mpi(dtype), mpi_op, comm_));
   }
   if (op == ReduceOp::Avg && size_ > 1) divide_in_place(buffer, count, dtype, size_);
 }
@@ -148,8 +156,8 @@ void MpiComm::broadcast(void* buffer, std::size_t count, DType dtype, int root) 
 void MpiComm::allgather(const void* send, void* recv, std::size_t count, DType dtype) {
   ++collectives_;
   if (count > kMaxChunk) throw std::invalid_argument("allgather: count exceeds the MPI int limit");
-  MNDDP_MPI_CHECK(MPI_Allgather(send, static_cast<int>(count), to_mpi(dtype), recv, static_cast<int>(count),
-                                to_mpi(dtype), comm_));
+  MNDDP_MPI_CHECK(
+      MPI_Allgather(send, static_cast<int>(count), to_mpi(dtype), recv, static_cast<int>(count), to_mpi(dtype), comm_));
 }
 
 void MpiComm::barrier() {

@@ -26,15 +26,24 @@ void on_host(at::Tensor& tensor, Op&& op) {
 
 DType to_comm_dtype(c10::ScalarType type) {
   switch (type) {
-    case at::kFloat: return DType::F32;
-    case at::kDouble: return DType::F64;
-    case at::kHalf: return DType::F16;
-    case at::kBFloat16: return DType::BF16;
-    case at::kInt: return DType::I32;
-    case at::kLong: return DType::I64;
-    case at::kByte: return DType::U8;
-    case at::kBool: return DType::U8;
-    default: throw std::invalid_argument(fmt::format("communicator: unsupported tensor dtype {}", c10::toString(type)));
+    case at::kFloat:
+      return DType::F32;
+    case at::kDouble:
+      return DType::F64;
+    case at::kHalf:
+      return DType::F16;
+    case at::kBFloat16:
+      return DType::BF16;
+    case at::kInt:
+      return DType::I32;
+    case at::kLong:
+      return DType::I64;
+    case at::kByte:
+      return DType::U8;
+    case at::kBool:
+      return DType::U8;
+    default:
+      throw std::invalid_argument(fmt::format("communicator: unsupported tensor dtype {}", c10::toString(type)));
   }
 }
 

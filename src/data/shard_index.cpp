@@ -124,7 +124,8 @@ std::optional<SampleType> sample_type_of(hid_t type) {
       if (size == 4) return SampleType::F32;
       if (size == 8) return SampleType::F64;
       return std::nullopt;
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -177,14 +178,22 @@ ShardMeta scan_one(const std::string& path, const std::string& x_name, const std
 
 const char* sample_type_name(SampleType type) {
   switch (type) {
-    case SampleType::U8: return "uint8";
-    case SampleType::I8: return "int8";
-    case SampleType::I16: return "int16";
-    case SampleType::I32: return "int32";
-    case SampleType::I64: return "int64";
-    case SampleType::F16: return "float16";
-    case SampleType::F32: return "float32";
-    case SampleType::F64: return "float64";
+    case SampleType::U8:
+      return "uint8";
+    case SampleType::I8:
+      return "int8";
+    case SampleType::I16:
+      return "int16";
+    case SampleType::I32:
+      return "int32";
+    case SampleType::I64:
+      return "int64";
+    case SampleType::F16:
+      return "float16";
+    case SampleType::F32:
+      return "float32";
+    case SampleType::F64:
+      return "float64";
   }
   return "unknown";
 }

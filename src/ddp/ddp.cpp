@@ -55,10 +55,10 @@ void DistributedDataParallel::verify_same_parameters() {
     const auto own = split_lines(mine);
     std::size_t i = 0;
     while (i < ref.size() && i < own.size() && ref[i] == own[i]) ++i;
-    failure = Failure{fmt::format("model mismatch across ranks: rank 0 has '{}' where rank {} has '{}'",
-                                  i < ref.size() ? ref[i] : "(nothing)", comm_.rank(),
-                                  i < own.size() ? own[i] : "(nothing)"),
-                      kExitUsage};
+    failure =
+        Failure{fmt::format("model mismatch across ranks: rank 0 has '{}' where rank {} has '{}'",
+                            i < ref.size() ? ref[i] : "(nothing)", comm_.rank(), i < own.size() ? own[i] : "(nothing)"),
+                kExitUsage};
   }
   agree_on_failure(comm_, failure);
 }

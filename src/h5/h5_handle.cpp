@@ -34,15 +34,32 @@ void H5Handle::reset() {
   std::lock_guard lock(hdf5_mutex());
   // Close errors are ignored: reset runs in destructors, where there is nobody left to tell.
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_DATASET: H5Dclose(id_); break;
-    case H5I_DATASPACE: H5Sclose(id_); break;
-    case H5I_DATATYPE: H5Tclose(id_); break;
-    case H5I_GENPROP_LST: H5Pclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    case H5I_ATTR: H5Aclose(id_); break;
-    case H5I_BADID: break;  // already invalidated by the library (e.g. after H5close)
-    default: H5Idec_ref(id_); break;
+    case H5I_FILE:
+      H5Fclose(id_);
+      break;
+    case H5I_DATASET:
+      H5Dclose(id_);
+      break;
+    case H5I_DATASPACE:
+      H5Sclose(id_);
+      break;
+    case H5I_DATATYPE:
+      H5Tclose(id_);
+      break;
+    case H5I_GENPROP_LST:
+      H5Pclose(id_);
+      break;
+    case H5I_GROUP:
+      H5Gclose(id_);
+      break;
+    case H5I_ATTR:
+      H5Aclose(id_);
+      break;
+    case H5I_BADID:
+      break;  // already invalidated by the library (e.g. after H5close)
+    default:
+      H5Idec_ref(id_);
+      break;
   }
   H5Eclear2(H5E_DEFAULT);
   id_ = H5I_INVALID_HID;
@@ -86,17 +103,31 @@ std::string h5_type_name(hid_t type) {
   const bool big_endian = H5Tget_order(type) == H5T_ORDER_BE;
   std::string name;
   switch (H5Tget_class(type)) {
-    case H5T_INTEGER: name = fmt::format("{}int{}", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits); break;
-    case H5T_FLOAT: name = fmt::format("float{}", bits); break;
-    case H5T_STRING: return "string";
-    case H5T_COMPOUND: return "compound";
-    case H5T_ENUM: return "enum";
-    case H5T_ARRAY: return "array";
-    case H5T_VLEN: return "variable-length";
-    case H5T_OPAQUE: return "opaque";
-    case H5T_BITFIELD: return "bitfield";
-    case H5T_REFERENCE: return "reference";
-    default: h5_take_error(); return "unknown";
+    case H5T_INTEGER:
+      name = fmt::format("{}int{}", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
+      break;
+    case H5T_FLOAT:
+      name = fmt::format("float{}", bits);
+      break;
+    case H5T_STRING:
+      return "string";
+    case H5T_COMPOUND:
+      return "compound";
+    case H5T_ENUM:
+      return "enum";
+    case H5T_ARRAY:
+      return "array";
+    case H5T_VLEN:
+      return "variable-length";
+    case H5T_OPAQUE:
+      return "opaque";
+    case H5T_BITFIELD:
+      return "bitfield";
+    case H5T_REFERENCE:
+      return "reference";
+    default:
+      h5_take_error();
+      return "unknown";
   }
   // One-byte types have no byte order worth mentioning.
   return big_endian && bits > 8 ? name + " (big-endian)" : name;

@@ -90,12 +90,14 @@ std::shared_ptr<Classifier> make_model(const ModelSpec& spec) {
     ModelSpec image = spec;
     if (image.input_shape.size() == 2) image.input_shape.insert(image.input_shape.begin(), 1);
     if (image.input_shape.size() != 3)
-      throw UsageError(fmt::format("--model convnet needs image samples shaped [C, H, W] or [H, W], but the data has "
-                                   "samples shaped [{}]; use --model mlp for flat features",
-                                   fmt::join(spec.input_shape, ", ")));
+      throw UsageError(
+          fmt::format("--model convnet needs image samples shaped [C, H, W] or [H, W], but the data has "
+                      "samples shaped [{}]; use --model mlp for flat features",
+                      fmt::join(spec.input_shape, ", ")));
     return std::make_shared<ConvNet>(image);
   }
-  throw UsageError(fmt::format("--model: unknown model '{}' (choose from {})", spec.name, fmt::join(model_names(), ", ")));
+  throw UsageError(
+      fmt::format("--model: unknown model '{}' (choose from {})", spec.name, fmt::join(model_names(), ", ")));
 }
 
 std::int64_t parameter_count(const torch::nn::Module& module) {

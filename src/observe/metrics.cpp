@@ -18,22 +18,27 @@ MetricsWriter::MetricsWriter(const std::string& path) {
   std::error_code ignored;
   if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
   out_.open(path, std::ios::app);
-  if (!out_) throw UsageError(fmt::format("--metrics-file: cannot open '{}' for writing: {}", path, std::strerror(errno)));
+  if (!out_)
+    throw UsageError(fmt::format("--metrics-file: cannot open '{}' for writing: {}", path, std::strerror(errno)));
 }
 
 void MetricsWriter::write(const StepMetrics& m) {
   if (!enabled()) return;
-  const nlohmann::json line = {{"kind", "train"},           {"step", m.step},
-                               {"epoch", m.epoch},          {"loss", m.loss},
-                               {"lr", m.lr},                {"samples_per_s", m.samples_per_second},
-                               {"step_time_s", m.step_time_s}, {"data_wait_s", m.data_wait_s}};
+  const nlohmann::json line = {{"kind", "train"},
+                               {"step", m.step},
+                               {"epoch", m.epoch},
+                               {"loss", m.loss},
+                               {"lr", m.lr},
+                               {"samples_per_s", m.samples_per_second},
+                               {"step_time_s", m.step_time_s},
+                               {"data_wait_s", m.data_wait_s}};
   out_ << line.dump() << '\n' << std::flush;
 }
 
 void MetricsWriter::write(const EvalMetrics& m) {
   if (!enabled()) return;
-  const nlohmann::json line = {{"kind", "eval"},       {"step", m.step},         {"epoch", m.epoch},
-                               {"loss", m.loss},       {"accuracy", m.accuracy}, {"samples", m.samples}};
+  const nlohmann::json line = {{"kind", "eval"}, {"step", m.step},         {"epoch", m.epoch},
+                               {"loss", m.loss}, {"accuracy", m.accuracy}, {"samples", m.samples}};
   out_ << line.dump() << '\n' << std::flush;
 }
 

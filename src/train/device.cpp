@@ -16,9 +16,9 @@ namespace mnddp {
 DeviceChoice select_device(const std::string& requested, const RankInfo& rank) {
   const int visible = MNDDP_HAVE_CUDA && requested != "cpu" ? static_cast<int>(torch::cuda::device_count()) : 0;
   if (requested == "cuda" && visible == 0)
-    throw UsageError(fmt::format("--device cuda: no CUDA device is visible on {} ({})", rank.where(),
-                                 MNDDP_HAVE_CUDA ? "check CUDA_VISIBLE_DEVICES and the driver"
-                                                 : "this mnddp was built without CUDA"));
+    throw UsageError(fmt::format(
+        "--device cuda: no CUDA device is visible on {} ({})", rank.where(),
+        MNDDP_HAVE_CUDA ? "check CUDA_VISIBLE_DEVICES and the driver" : "this mnddp was built without CUDA"));
   if (visible == 0) return {c10::Device(c10::kCPU), "cpu"};
   const int index = rank.local_rank % visible;
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");

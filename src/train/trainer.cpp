@@ -30,9 +30,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Autocast for the forward pass only, as torch.autocast does; restores the previous state.
 class AutocastScope {
@@ -107,7 +105,8 @@ void Trainer::State::set_up() {
     val_index = scan_shards_collective(comm, config.val_data, "--val-data", config.x_name, config.y_name);
     if (val_index->sample_shape != train_index.sample_shape)
       throw UsageError(fmt::format("--val-data: samples shaped [{}] but the training samples are [{}]",
-                                   fmt::join(val_index->sample_shape, ", "), fmt::join(train_index.sample_shape, ", ")));
+                                   fmt::join(val_index->sample_shape, ", "),
+                                   fmt::join(train_index.sample_shape, ", ")));
   }
 
   // Everything below is deterministic given the broadcast metadata, so it fails (or not) on every
@@ -123,8 +122,8 @@ void Trainer::State::set_up() {
   sampler = std::make_unique<DistributedSampler>(sampling);
   steps_per_epoch = sampler->batches_per_epoch() / config.grad_accum_steps;
   if (steps_per_epoch < 1)
-    throw UsageError(fmt::format("--grad-accum-steps {}: an epoch has only {} micro-batches per rank", config.grad_accum_steps,
-                                 sampler->batches_per_epoch()));
+    throw UsageError(fmt::format("--grad-accum-steps {}: an epoch has only {} micro-batches per rank",
+                                 config.grad_accum_steps, sampler->batches_per_epoch()));
   total_steps = steps_per_epoch * config.epochs;
   if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
 
@@ -280,8 +279,8 @@ TrainResult Trainer::run() {
         m.lr = lr;
         m.step_time_s = elapsed / static_cast<double>(interval_steps);
         m.data_wait_s = sums[1] / static_cast<double>(interval_steps);
-        m.samples_per_second = static_cast<double>(interval_steps * c.grad_accum_steps * c.batch_size *
-                                                   s.rank.world_size) / elapsed;
+        m.samples_per_second =
+            static_cast<double>(interval_steps * c.grad_accum_steps * c.batch_size * s.rank.world_size) / elapsed;
         spdlog::info("epoch {} step {}/{}: loss {:.4f} lr {:.3g} {:.0f} samples/s step {:.1f} ms data wait {:.1f} ms",
                      epoch, step, s.total_steps, m.loss, lr, m.samples_per_second, m.step_time_s * 1e3,
                      m.data_wait_s * 1e3);

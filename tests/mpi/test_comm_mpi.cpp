@@ -92,7 +92,8 @@ TEST_F(MpiCommTest, StringHelpers) {
   EXPECT_EQ(text, "from rank zero");
   const auto all = allgather_strings(comm, std::string(static_cast<std::size_t>(r), 'x'));
   ASSERT_EQ(all.size(), static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) EXPECT_EQ(all[static_cast<std::size_t>(i)], std::string(static_cast<std::size_t>(i), 'x'));
+  for (int i = 0; i < n; ++i)
+    EXPECT_EQ(all[static_cast<std::size_t>(i)], std::string(static_cast<std::size_t>(i), 'x'));
 }
 
 TEST_F(MpiCommTest, CollectiveCount) {
@@ -103,9 +104,7 @@ TEST_F(MpiCommTest, CollectiveCount) {
   EXPECT_EQ(comm.collective_count(), before + 2);
 }
 
-TEST_F(MpiCommTest, AgreementWithoutFailurePasses) {
-  EXPECT_NO_THROW(agree_on_failure(comm, std::nullopt));
-}
+TEST_F(MpiCommTest, AgreementWithoutFailurePasses) { EXPECT_NO_THROW(agree_on_failure(comm, std::nullopt)); }
 
 TEST_F(MpiCommTest, FailureOnOneRankIsRaisedOnEveryRank) {
   std::optional<Failure> mine;

@@ -71,7 +71,9 @@ void expect_equivalent(const std::string& model, const std::string& optimizer, s
   testing_support::TempDir dir("mnddp-ddp-eq");
   const std::string data = shared_dataset(world, dir, std::move(shape));
   const int n = world.size();
-  const RankInfo me{world.rank(), n, world.rank(), n, 1, 0, "test", };
+  const RankInfo me{
+      world.rank(), n, world.rank(), n, 1, 0, "test",
+  };
 
   TrainingConfig distributed = small_run(data, model, optimizer);
   distributed.batch_size = 8;

@@ -54,11 +54,11 @@ TEST(Config, CommandLineWinsOverEnvironmentWhichWinsOverFile) {
   const auto ini = write_file(dir, "run.ini", "lr = 0.3\nbatch-size = 16\nmodel = convnet\nepochs = 7\n");
   const Environment env = {{"MNDDP_LR", "0.2"}, {"MNDDP_BATCH_SIZE", "32"}, {"MNDDP_UNRELATED", "x"}};
   const auto parsed = parse_command_line({"--config", ini, "--lr", "0.1"}, env);
-  EXPECT_DOUBLE_EQ(parsed.config.lr, 0.1);       // CLI
-  EXPECT_EQ(parsed.config.batch_size, 32);       // env over file
-  EXPECT_EQ(parsed.config.model, "convnet");     // file over default
-  EXPECT_EQ(parsed.config.epochs, 7);            // file
-  EXPECT_EQ(parsed.config.optimizer, "sgd");     // default
+  EXPECT_DOUBLE_EQ(parsed.config.lr, 0.1);    // CLI
+  EXPECT_EQ(parsed.config.batch_size, 32);    // env over file
+  EXPECT_EQ(parsed.config.model, "convnet");  // file over default
+  EXPECT_EQ(parsed.config.epochs, 7);         // file
+  EXPECT_EQ(parsed.config.optimizer, "sgd");  // default
   EXPECT_EQ(parsed.config_file, ini);
 }
 
@@ -165,8 +165,8 @@ TEST(Config, PrintConfigRoundTrips) {
 
 TEST(Config, HelpIsGrouped) {
   const std::string help = mnddp::help_text();
-  for (const char* group : {"Data:", "Model:", "Optimizer:", "Schedule:", "Training:", "Checkpoint:", "Logging:",
-                            "Distributed:"})
+  for (const char* group :
+       {"Data:", "Model:", "Optimizer:", "Schedule:", "Training:", "Checkpoint:", "Logging:", "Distributed:"})
     EXPECT_NE(help.find(group), std::string::npos) << group;
   EXPECT_TRUE(parse_command_line({"--help"}, {}).help);
 }

@@ -20,7 +20,7 @@ struct HostBatch {
   std::vector<std::int64_t> shape;  // [size, sample_shape...]
   std::vector<float> x;
   std::vector<std::int64_t> y;
-  std::vector<std::int64_t> ids;    // global sample indices
+  std::vector<std::int64_t> ids;  // global sample indices
 };
 
 class Loader {

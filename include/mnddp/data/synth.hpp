@@ -12,10 +12,10 @@ struct SynthOptions {
   std::string out_dir;
   std::int64_t train_samples = 8192;
   std::int64_t val_samples = 2048;
-  int shards = 4;                                  // train shards (val gets max(1, shards/2))
-  std::vector<std::int64_t> shape = {1, 28, 28};   // one sample's shape
+  int shards = 4;                                 // train shards (val gets max(1, shards/2))
+  std::vector<std::int64_t> shape = {1, 28, 28};  // one sample's shape
   int num_classes = 10;
-  double noise = 1.0;                              // std of the per-sample noise around the prototype
+  double noise = 1.0;  // std of the per-sample noise around the prototype
   std::uint64_t seed = 1234;
   std::string x_name = "x";
   std::string y_name = "y";

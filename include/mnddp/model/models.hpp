@@ -17,13 +17,13 @@ class Classifier : public torch::nn::Module {
 };
 
 struct ModelSpec {
-  std::string name = "mlp";                 // mlp | convnet
-  std::vector<std::int64_t> input_shape;    // one sample's shape
+  std::string name = "mlp";               // mlp | convnet
+  std::vector<std::int64_t> input_shape;  // one sample's shape
   int num_classes = 10;
-  int hidden = 256;                         // MLP width / ConvNet base channels
-  int layers = 2;                           // MLP hidden layers / ConvNet blocks
+  int hidden = 256;  // MLP width / ConvNet base channels
+  int layers = 2;    // MLP hidden layers / ConvNet blocks
   double dropout = 0.0;
-  bool batch_norm = true;                   // ConvNet only
+  bool batch_norm = true;  // ConvNet only
 };
 
 const std::vector<std::string>& model_names();

@@ -15,11 +15,11 @@
 namespace mnddp {
 
 struct TrainResult {
-  std::int64_t steps = 0;           // optimizer steps taken
-  std::int64_t epochs = 0;          // epochs started
-  double last_train_loss = 0.0;     // mean over ranks of the last logged interval
+  std::int64_t steps = 0;        // optimizer steps taken
+  std::int64_t epochs = 0;       // epochs started
+  double last_train_loss = 0.0;  // mean over ranks of the last logged interval
   bool evaluated = false;
-  double val_accuracy = 0.0;        // exact: summed counts over all ranks
+  double val_accuracy = 0.0;  // exact: summed counts over all ranks
   double val_loss = 0.0;
   std::int64_t val_samples = 0;
 };
