@@ -25,14 +25,19 @@ run_mpi() {
   ERR=$(cat "$WORK/err")
 }
 
+# Counts a case; true when the last run ended in time with exit code 2 (else records the failure).
+ended_with_usage_code() {
+  CASES=$((CASES + 1))
+  if [ "$RC" = 124 ] || [ "$RC" = 137 ]; then fail "$1: hung (killed after the deadline)"; return 1; fi
+  if [ "$RC" != 2 ]; then fail "$1: exit code $RC, expected 2"$'\n'"$ERR"; return 1; fi
+}
+
 # expect_usage_error NAME NEEDLE... : the last run ended with exit 2 in time, printing exactly one
 # "mnddp: error:" line that contains every NEEDLE.
 expect_usage_error() {
   local name=$1
   shift
-  CASES=$((CASES + 1))
-  if [ "$RC" = 124 ] || [ "$RC" = 137 ]; then fail "$name: hung (killed after the deadline)"; return; fi
-  if [ "$RC" != 2 ]; then fail "$name: exit code $RC, expected 2"$'\n'"$ERR"; return; fi
+  ended_with_usage_code "$name" || return
   local lines
   lines=$(grep -c 'mnddp: error:' <<<"$ERR")
   if [ "$lines" != 1 ]; then fail "$name: $lines error lines, expected exactly 1"$'\n'"$ERR"; return; fi
@@ -49,9 +54,7 @@ expect_usage_error() {
 expect_rank_failure() {
   local name=$1
   shift
-  CASES=$((CASES + 1))
-  if [ "$RC" = 124 ] || [ "$RC" = 137 ]; then fail "$name: hung (killed after the deadline)"; return; fi
-  if [ "$RC" != 2 ]; then fail "$name: exit code $RC, expected 2"$'\n'"$ERR"; return; fi
+  ended_with_usage_code "$name" || return
   local line
   line=$(grep -m1 'mnddp: fatal:' <<<"$ERR")
   for needle in "$@"; do

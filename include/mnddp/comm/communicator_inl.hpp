@@ -7,38 +7,29 @@
 
 namespace mnddp {
 
+// Runs `work` and turns whatever it throws into a Failure (nullopt when it returns).
 template <typename Work>
-void on_root_then_agree(Communicator& comm, Work&& work) {
-  std::optional<Failure> failure;
-  if (comm.is_root()) {
-    try {
-      work();
-    } catch (const Error& e) {
-      failure = Failure{e.what(), e.exit_code()};
-    } catch (const std::exception& e) {
-      failure = Failure{e.what(), kExitFailure};
-    }
-  }
-  agree_on_failure(comm, failure);
-}
-
-}  // namespace mnddp
-
-namespace mnddp {
-
-// Every rank runs `work`; if it throws on any rank, every rank throws the same collective Error.
-// For deterministic set-up steps that fail identically everywhere (one message, not N).
-template <typename Work>
-void on_all_then_agree(Communicator& comm, Work&& work) {
-  std::optional<Failure> failure;
+std::optional<Failure> capture_failure(Work&& work) {
   try {
     work();
   } catch (const Error& e) {
-    failure = Failure{e.what(), e.exit_code()};
+    return Failure{e.what(), e.exit_code()};
   } catch (const std::exception& e) {
-    failure = Failure{e.what(), kExitFailure};
+    return Failure{e.what(), kExitFailure};
   }
+  return std::nullopt;
+}
+
+template <typename Work>
+void on_root_then_agree(Communicator& comm, Work&& work) {
+  std::optional<Failure> failure;
+  if (comm.is_root()) failure = capture_failure(std::forward<Work>(work));
   agree_on_failure(comm, failure);
+}
+
+template <typename Work>
+void on_all_then_agree(Communicator& comm, Work&& work) {
+  agree_on_failure(comm, capture_failure(std::forward<Work>(work)));
 }
 
 }  // namespace mnddp
