@@ -203,6 +203,17 @@ std::vector<OptionSpec> build_table() {
   t.choice("device", &C::device, "compute device: auto picks cuda when a GPU is visible", {"auto", "cpu", "cuda"});
   t.add("collective-timeout", &C::collective_timeout, "seconds a collective may take before the job is aborted",
         greater_than(0.0));
+  t.add("bucket-cap-mb", &C::bucket_cap_mb, "gradient bucket size in MiB: one all-reduce per bucket",
+        greater_than(0.0));
+  t.add("first-bucket-mb", &C::first_bucket_mb,
+        "size of the first bucket in MiB (small, so communication starts early)", greater_than(0.0));
+  t.add("find-unused-parameters", &C::find_unused_parameters,
+        "find parameters the forward pass did not use and reduce their buckets without waiting for them",
+        Check<bool>{});
+  t.choice("grad-compression", &C::grad_compression, "all-reduce gradients in this precision",
+           {"none", "bf16", "fp16"});
+  t.add("broadcast-buffers", &C::broadcast_buffers,
+        "copy rank 0's buffers (BatchNorm statistics) to all ranks every step", Check<bool>{});
   return rows;
 }
 

@@ -72,6 +72,11 @@ struct TrainingConfig {
   std::string backend = "auto";       // auto | nccl | mpi
   std::string device = "auto";        // auto | cpu | cuda
   double collective_timeout = 600.0;  // seconds
+  double bucket_cap_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool find_unused_parameters = false;
+  std::string grad_compression = "none";  // none | bf16 | fp16
+  bool broadcast_buffers = true;
 
   bool operator==(const TrainingConfig&) const = default;
 };

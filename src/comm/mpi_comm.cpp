@@ -1,98 +1,17 @@
-// MpiComm: blocking MPI collectives on a duplicated communicator. Half-precision reductions use
-// user-defined MPI ops that accumulate in float, since MPI has no fp16/bf16 arithmetic.
+// MpiComm: blocking MPI collectives on a duplicated communicator, plus an asynchronous channel
+// for all-reduces that overlap with computation.
 #include "mnddp/comm/mpi_comm.hpp"
 
 #include <algorithm>
-#include <bit>
-#include <climits>
-#include <cstring>
 #include <stdexcept>
 
 #include "mnddp/check.hpp"
+#include "mpi_async.hpp"
+#include "mpi_ops.hpp"
 
 namespace mnddp {
-namespace {
 
-// --- IEEE half and bfloat16 <-> float (round to nearest even) --------------------------------
-float bf16_to_float(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
-std::uint16_t float_to_bf16(float f) {
-  std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40);  // NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
-float f16_to_float(std::uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
-std::uint16_t float_to_f16(float f) { return std::bit_cast<std::uint16_t>(static_cast<_Float16>(f)); }
-
-template <float (*ToFloat)(std::uint16_t), std::uint16_t (*FromFloat)(float), int Kind>
-void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
-  auto* a = static_cast<const std::uint16_t*>(in);
-  auto* b = static_cast<std::uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) {
-    const float x = ToFloat(a[i]);
-    const float y = ToFloat(b[i]);
-    const float r = Kind == 0 ? x + y : (Kind == 1 ? std::max(x, y) : std::min(x, y));
-    b[i] = FromFloat(r);
-  }
-}
-
-struct HalfOps {
-  MPI_Op ops[2][3];  // [f16, bf16][sum, max, min]
-};
-
-// Created on first use, after MPI_Init; MPI frees user ops at MPI_Finalize.
-const HalfOps& half_ops() {
-  static const HalfOps ops = [] {
-    HalfOps h{};
-    MNDDP_MPI_CHECK(MPI_Op_create(&half_op<f16_to_float, float_to_f16, 0>, 1, &h.ops[0][0]));
-    MNDDP_MPI_CHECK(MPI_Op_create(&half_op<f16_to_float, float_to_f16, 1>, 1, &h.ops[0][1]));
-    MNDDP_MPI_CHECK(MPI_Op_create(&half_op<f16_to_float, float_to_f16, 2>, 1, &h.ops[0][2]));
-    MNDDP_MPI_CHECK(MPI_Op_create(&half_op<bf16_to_float, float_to_bf16, 0>, 1, &h.ops[1][0]));
-    MNDDP_MPI_CHECK(MPI_Op_create(&half_op<bf16_to_float, float_to_bf16, 1>, 1, &h.ops[1][1]));
-    MNDDP_MPI_CHECK(MPI_Op_create(&half_op<bf16_to_float, float_to_bf16, 2>, 1, &h.ops[1][2]));
-    return h;
-  }();
-  return ops;
-}
-
-bool is_half(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16; }
-
-MPI_Op to_mpi_op(ReduceOp op, DType dtype) {
-  const int which = op == ReduceOp::Max ? 1 : (op == ReduceOp::Min ? 2 : 0);
-  if (is_half(dtype)) return half_ops().ops[dtype == DType::BF16 ? 1 : 0][which];
-  return which == 1 ? MPI_MAX : (which == 2 ? MPI_MIN : MPI_SUM);
-}
-
-void divide_in_place(void* buffer, std::size_t count, DType dtype, int divisor) {
-  const float inv = 1.0f / static_cast<float>(divisor);
-  switch (dtype) {
-    case DType::F32: {
-      auto* p = static_cast<float*>(buffer);
-      for (std::size_t i = 0; i < count; ++i) p[i] *= inv;
-      return;
-    }
-    case DType::F64: {
-      auto* p = static_cast<double*>(buffer);
-      for (std::size_t i = 0; i < count; ++i) p[i] /= divisor;
-      return;
-    }
-    case DType::F16:
-    case DType::BF16: {
-      auto* p = static_cast<std::uint16_t*>(buffer);
-      const bool bf = dtype == DType::BF16;
-      for (std::size_t i = 0; i < count; ++i)
-        p[i] = bf ? float_to_bf16(bf16_to_float(p[i]) * inv) : float_to_f16(f16_to_float(p[i]) * inv);
-      return;
-    }
-    default:
-      throw std::invalid_argument(std::string("allreduce avg is not defined for integer dtype ") + dtype_name(dtype));
-  }
-}
-
-// MPI counts are int: walk large buffers in chunks.
-constexpr std::size_t kMaxChunk = static_cast<std::size_t>(INT_MAX) / 2;
-
-}  // namespace
+using mpi_detail::kMaxChunk;
 
 MPI_Datatype to_mpi(DType dtype) {
   switch (dtype) {
@@ -120,9 +39,13 @@ MpiComm::MpiComm(MPI_Comm parent) {
   MNDDP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   MNDDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   MNDDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  // Made here, not on first use: duplicating is collective, and the first asynchronous call may come
+  // from the autograd thread at a point the other ranks' main threads do not share.
+  async_ = std::make_unique<mpi_detail::AsyncChannel>(comm_);
 }
 
 MpiComm::~MpiComm() {
+  async_.reset();  // joins the channel's thread before the communicators go
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -130,17 +53,22 @@ MpiComm::~MpiComm() {
 
 void MpiComm::allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) {
   ++collectives_;
-  if (op == ReduceOp::Avg && !is_half(dtype) && dtype != DType::F32 && dtype != DType::F64)
-    throw std::invalid_argument(std::string("allreduce avg is not defined for integer dtype ") + dtype_name(dtype));
+  mpi_detail::check_reducible(dtype, op);
   auto* bytes = static_cast<char*>(buffer);
   const std::size_t element = dtype_size(dtype);
-  const MPI_Op mpi_op = to_mpi_op(op, dtype);
+  const MPI_Op mpi_op = mpi_detail::reduce_op(op, dtype);
   for (std::size_t done = 0; done < count; done += kMaxChunk) {
     const std::size_t n = std::min(kMaxChunk, count - done);
     MNDDP_MPI_CHECK(
         MPI_Allreduce(MPI_IN_PLACE, bytes + done * element, static_cast<int>(n), to_mpi(dtype), mpi_op, comm_));
   }
-  if (op == ReduceOp::Avg && size_ > 1) divide_in_place(buffer, count, dtype, size_);
+  if (op == ReduceOp::Avg && size_ > 1) mpi_detail::divide_in_place(buffer, count, dtype, size_);
+}
+
+std::shared_ptr<CommWork> MpiComm::allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
+                                                   void* /*producer_stream: host memory is ready on return*/) {
+  ++collectives_;
+  return async_->allreduce(buffer, count, dtype, op);
 }
 
 void MpiComm::broadcast(void* buffer, std::size_t count, DType dtype, int root) {

@@ -1,4 +1,5 @@
-// The correct-first DDP: shape check, initial broadcast, one flat all-reduce of all gradients.
+// DDP set-up (shape check, initial broadcast) and the per-step buffer broadcast; the gradient
+// all-reduce lives in the Reducer.
 #include "mnddp/ddp/ddp.hpp"
 
 #include <ATen/ATen.h>
@@ -26,10 +27,16 @@ std::vector<std::string> split_lines(const std::string& text) {
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Communicator& comm,
                                                  DdpOptions options)
     : module_(std::move(module)), comm_(comm), options_(options) {
-  for (const auto& p : module_->parameters()) parameters_.push_back(p);
   for (const auto& b : module_->buffers()) buffers_.push_back(b);
   verify_same_parameters();
   broadcast_state();
+  std::vector<at::Tensor> parameters;
+  std::vector<std::string> names;
+  for (const auto& item : module_->named_parameters()) {
+    names.push_back(item.key());
+    parameters.push_back(item.value());
+  }
+  reducer_ = std::make_unique<Reducer>(std::move(parameters), std::move(names), comm_, options_.reducer);
 }
 
 std::string DistributedDataParallel::parameter_signature() const {
@@ -65,44 +72,32 @@ void DistributedDataParallel::verify_same_parameters() {
 
 void DistributedDataParallel::broadcast_state() {
   torch::NoGradGuard no_grad;
-  for (auto& p : parameters_) {
+  for (auto& p : module_->parameters()) {
     at::Tensor data = p.detach();
     broadcast(comm_, data, 0);
   }
-  for (auto& b : buffers_) broadcast(comm_, b, 0);
+  broadcast_buffers();
+}
+
+// All buffers travel in one message: a ResNet has hundreds of small BatchNorm buffers.
+void DistributedDataParallel::broadcast_buffers() {
+  if (buffers_.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> flat;
+  for (const auto& b : buffers_) flat.push_back(b.reshape({-1}).to(at::kDouble));
+  flat_buffers_ = at::cat(flat);
+  broadcast(comm_, flat_buffers_, 0);
+  std::int64_t offset = 0;
+  for (auto& b : buffers_) {
+    b.copy_(flat_buffers_.narrow(0, offset, b.numel()).view(b.sizes()));
+    offset += b.numel();
+  }
 }
 
 void DistributedDataParallel::before_forward() {
-  if (!options_.broadcast_buffers || buffers_.empty() || comm_.size() == 1) return;
-  torch::NoGradGuard no_grad;
-  for (auto& b : buffers_) broadcast(comm_, b, 0);
-}
-
-void DistributedDataParallel::synchronize_gradients() {
-  if (comm_.size() == 1) return;
-  torch::NoGradGuard no_grad;
-  std::int64_t total = 0;
-  for (const auto& p : parameters_) total += p.numel();
-  if (!flat_.defined() || flat_.numel() != total) flat_ = at::empty({total}, parameters_.front().options());
-
-  std::int64_t offset = 0;
-  for (auto& p : parameters_) {
-    auto slot = flat_.narrow(0, offset, p.numel());
-    if (p.grad().defined()) {
-      slot.copy_(p.grad().reshape({-1}));
-    } else {
-      slot.zero_();
-    }
-    offset += p.numel();
-  }
-  allreduce(comm_, flat_, ReduceOp::Avg);
-  offset = 0;
-  for (auto& p : parameters_) {
-    auto slot = flat_.narrow(0, offset, p.numel()).view(p.sizes());
-    if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
-    p.mutable_grad().copy_(slot);
-    offset += p.numel();
-  }
+  // No communication on no_sync micro-steps: they must issue no collective at all.
+  if (!options_.broadcast_buffers || comm_.size() == 1 || !reducer_->sync_enabled()) return;
+  broadcast_buffers();
 }
 
 }  // namespace mnddp

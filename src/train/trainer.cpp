@@ -204,7 +204,13 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, Communicato
   on_all_then_agree(comm, [&] { s.device = select_device(config.device, rank); });
   // Scanning agrees internally; the rest is agreed here so a bad value is one message, not N.
   on_all_then_agree(comm, [&] { s.set_up(); });
-  s.ddp = std::make_unique<DistributedDataParallel>(s.model, comm);
+  DdpOptions ddp_options;
+  ddp_options.broadcast_buffers = config.broadcast_buffers;
+  ddp_options.reducer.limits.cap_bytes = static_cast<std::size_t>(config.bucket_cap_mb * 1024 * 1024);
+  ddp_options.reducer.limits.first_cap_bytes = static_cast<std::size_t>(config.first_bucket_mb * 1024 * 1024);
+  ddp_options.reducer.find_unused_parameters = config.find_unused_parameters;
+  ddp_options.reducer.compression = parse_grad_compression(config.grad_compression);
+  s.ddp = std::make_unique<DistributedDataParallel>(s.model, comm, ddp_options);
   on_all_then_agree(comm, [&] { s.optimizer = make_optimizer(config, s.model->parameters()); });
 
   spdlog::info("model {}: {} parameters; {} training samples in {} shards, sample shape [{}]", config.model,
@@ -252,16 +258,21 @@ TrainResult Trainer::run() {
         s.check_labels(*batch, s.train_index);
         at::Tensor labels;
         at::Tensor x = s.to_tensor(*batch, labels);
+        // Only the last micro-step of an accumulation communicates.
+        std::optional<DistributedDataParallel::NoSync> local_only;
+        if (micro + 1 < c.grad_accum_steps) local_only.emplace(s.ddp->reducer());
         s.ddp->before_forward();
         at::Tensor loss;
         {
           AutocastScope autocast(c.amp, s.device.device.type());
           loss = F::cross_entropy(s.model->forward(x).to(at::kFloat), labels);
         }
-        (loss / c.grad_accum_steps).backward();
+        at::Tensor scaled = loss / c.grad_accum_steps;
+        if (!local_only) s.ddp->prepare_for_backward(scaled);
+        scaled.backward();
         step_loss += loss.item<double>() / c.grad_accum_steps;
       }
-      s.ddp->synchronize_gradients();
+      s.ddp->finalize();
       if (c.grad_clip > 0.0) torch::nn::utils::clip_grad_norm_(s.model->parameters(), c.grad_clip);
       s.optimizer->step();
       ++step;

@@ -56,6 +56,9 @@ TrainingConfig small_run(const std::string& data, const std::string& model, cons
   c.threads = 1;
   c.prefetch_batches = 2;
   c.log_interval = 100;
+  // Tiny buckets: many all-reduces per step, started during backward.
+  c.bucket_cap_mb = 0.002;
+  c.first_bucket_mb = 0.001;
   return c;
 }
 

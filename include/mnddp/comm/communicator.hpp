@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,17 @@ enum class ReduceOp { Sum, Avg, Max, Min };
 std::size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 const char* reduce_op_name(ReduceOp op);
+
+// A collective in flight. Completion is observed with wait(); an error inside the collective is
+// rethrown there.
+class CommWork {
+ public:
+  virtual ~CommWork() = default;
+  // Returns once the result is usable. For device backends `consumer_stream` (a cudaStream_t) is
+  // made to wait for the result instead of blocking the host; host backends ignore it.
+  virtual void wait(void* consumer_stream = nullptr) = 0;
+  virtual bool is_completed() = 0;
+};
 
 class Communicator {
  public:
@@ -35,6 +47,16 @@ class Communicator {
   // `recv` holds size() * count elements, rank r's contribution at offset r * count.
   virtual void allgather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
   virtual void barrier() = 0;
+
+  // Starts an in-place all-reduce and returns at once. Asynchronous collectives run in the order
+  // they are started, on a channel of their own (so they never interleave with the blocking calls
+  // above); every rank must start the same sequence. For device backends the collective is ordered
+  // after the work already queued on `producer_stream` (a cudaStream_t).
+  virtual std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
+                                                    void* producer_stream = nullptr) = 0;
+  // True when buffers must live in GPU memory (NCCL); false for host memory (MPI).
+  virtual bool uses_device_memory() const { return false; }
+
   // Collectives issued so far on this communicator (used by tests and the no_sync check).
   virtual std::uint64_t collective_count() const = 0;
 };

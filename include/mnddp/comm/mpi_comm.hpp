@@ -1,12 +1,20 @@
 // MpiComm: the CPU backend. Owns a duplicate of its parent communicator so our collectives can
-// never match a user's or a library's messages on MPI_COMM_WORLD.
+// never match a user's or a library's messages on MPI_COMM_WORLD. Asynchronous all-reduces run on a
+// second duplicate, driven by a background thread (see mpi_async.hpp).
 #pragma once
 
 #include <mpi.h>
 
+#include <atomic>
+#include <memory>
+
 #include "mnddp/comm/communicator.hpp"
 
 namespace mnddp {
+
+namespace mpi_detail {
+class AsyncChannel;
+}
 
 MPI_Datatype to_mpi(DType dtype);
 
@@ -24,13 +32,16 @@ class MpiComm final : public Communicator {
   void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
   void allgather(const void* send, void* recv, std::size_t count, DType dtype) override;
   void barrier() override;
+  std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
+                                            void* producer_stream = nullptr) override;
   std::uint64_t collective_count() const override { return collectives_; }
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
-  std::uint64_t collectives_ = 0;
+  std::atomic<std::uint64_t> collectives_{0};  // counted from the autograd thread too
+  std::unique_ptr<mpi_detail::AsyncChannel> async_;
 };
 
 }  // namespace mnddp

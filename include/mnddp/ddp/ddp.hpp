@@ -1,6 +1,7 @@
 // DistributedDataParallel: keeps N replicas of a module identical. At construction it checks that
 // every rank built the same parameters (names, shapes, dtypes) and broadcasts rank 0's parameters
-// and buffers; after each backward, synchronize_gradients() averages the gradients over ranks.
+// and buffers. Each synchronised step, the Reducer all-reduces gradients in buckets while backward
+// runs; no_sync() turns micro-steps of gradient accumulation into local-only backward passes.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -11,11 +12,13 @@
 #include <vector>
 
 #include "mnddp/comm/communicator.hpp"
+#include "mnddp/ddp/reducer.hpp"
 
 namespace mnddp {
 
 struct DdpOptions {
   bool broadcast_buffers = true;  // rank 0's buffers (e.g. BatchNorm statistics) win before each forward
+  ReducerOptions reducer;
 };
 
 class DistributedDataParallel {
@@ -23,26 +26,42 @@ class DistributedDataParallel {
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Communicator& comm, DdpOptions options = {});
 
   torch::nn::Module& module() { return *module_; }
+  Reducer& reducer() { return *reducer_; }
 
-  // Before a forward pass: rank 0's buffers to every rank (no-op without buffers or when disabled).
+  // Before a forward pass of a synchronised step: rank 0's buffers to every rank, in one broadcast.
   void before_forward();
-  // After backward: gradients become the mean over ranks. Parameters without a gradient on this rank
-  // contribute zeros, so a parameter unused on some ranks cannot desynchronise the collective.
-  void synchronize_gradients();
+  // Around backward of a synchronised step: prepare (finds unused parameters), then finalize
+  // (waits for the buckets and writes averaged gradients).
+  void prepare_for_backward(const at::Tensor& loss) { reducer_->prepare_for_backward(loss); }
+  void finalize() { reducer_->finalize(); }
 
-  // The signature compared across ranks: one "name shape dtype" line per parameter.
+  // While alive, backward passes accumulate gradients locally and nothing is communicated.
+  class NoSync {
+   public:
+    explicit NoSync(Reducer& reducer) : reducer_(reducer) { reducer_.set_sync(false); }
+    ~NoSync() { reducer_.set_sync(true); }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    Reducer& reducer_;
+  };
+  NoSync no_sync() { return NoSync(*reducer_); }
+
+  // The signature compared across ranks: one "name shape dtype" line per parameter and buffer.
   std::string parameter_signature() const;
 
  private:
   void verify_same_parameters();
   void broadcast_state();
+  void broadcast_buffers();
 
   std::shared_ptr<torch::nn::Module> module_;
   Communicator& comm_;
   DdpOptions options_;
-  std::vector<at::Tensor> parameters_;  // registration order
   std::vector<at::Tensor> buffers_;
-  at::Tensor flat_;  // reused gradient buffer: one all-reduce per step
+  at::Tensor flat_buffers_;  // reused staging for the coalesced buffer broadcast
+  std::unique_ptr<Reducer> reducer_;
 };
 
 }  // namespace mnddp

@@ -1,0 +1,93 @@
+// Reducer: the gradient all-reduce of DDP, overlapped with backward. Gradients are packed into
+// buckets (reverse registration order, capped size); a post hook on each parameter's gradient
+// accumulator marks it ready, and a bucket's asynchronous all-reduce starts as soon as it and every
+// earlier bucket are complete, while backward goes on. finalize() waits and writes the averaged
+// gradients back. Knows no file and no config: parameters, a Communicator and options.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mnddp/comm/communicator.hpp"
+#include "mnddp/ddp/bucketing.hpp"
+
+namespace mnddp {
+
+enum class GradCompression { None, BF16, FP16 };
+GradCompression parse_grad_compression(const std::string& name);  // none | bf16 | fp16
+
+struct ReducerOptions {
+  BucketLimits limits;
+  // Mark parameters that the forward pass did not use as ready when backward starts (found by
+  // walking the autograd graph from the loss), so their buckets are not held back until finalize().
+  bool find_unused_parameters = false;
+  GradCompression compression = GradCompression::None;
+};
+
+// Timings of the last synchronised step, for benchmarks and the log.
+struct ReducerStats {
+  std::size_t buckets_launched_in_backward = 0;  // started before finalize(): overlapped
+  double finalize_wait_s = 0.0;                  // time finalize() blocked on communication
+  double comm_s = 0.0;                           // first launch to last completion
+};
+
+class Reducer {
+ public:
+  Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> names, Communicator& comm,
+          ReducerOptions options = {});
+  ~Reducer();  // removes the hooks
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Call before loss.backward() on a synchronised step (needed for find_unused_parameters).
+  void prepare_for_backward(const at::Tensor& loss);
+  // After backward: completes every bucket and replaces each gradient with the mean over ranks.
+  // Parameters that got no gradient on this rank contribute zeros, so no rank waits for them.
+  void finalize();
+
+  // no_sync: while disabled, backward only accumulates gradients locally and finalize() does nothing.
+  void set_sync(bool enabled);
+  bool sync_enabled() const { return sync_; }
+
+  const std::vector<std::vector<std::size_t>>& bucket_members() const { return plan_; }
+  const ReducerStats& last_stats() const { return stats_; }
+
+  // Called by the gradient-accumulator hooks.
+  void mark_ready(std::size_t index);
+
+ private:
+  struct Bucket;
+  void begin_step();  // caller holds mutex_
+  void stage_gradient(std::size_t index, const at::Tensor* grad);
+  void launch_complete_buckets();
+  void launch(Bucket& bucket);
+
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;
+  Communicator& comm_;
+  ReducerOptions options_;
+  std::vector<std::vector<std::size_t>> plan_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::vector<std::size_t> bucket_of_;               // parameter -> bucket
+  std::vector<std::size_t> slot_of_;                 // parameter -> offset in its bucket (elements)
+  std::vector<std::shared_ptr<void>> accumulators_;  // keeps the hooked grad accumulators alive
+  std::vector<std::uintptr_t> hook_keys_;
+
+  std::mutex mutex_;
+  bool sync_ = true;
+  bool step_active_ = false;
+  std::vector<bool> ready_;
+  std::size_t next_launch_ = 0;
+  bool warned_missing_ = false;
+  std::chrono::steady_clock::time_point first_launch_;
+  ReducerStats stats_;
+};
+
+}  // namespace mnddp

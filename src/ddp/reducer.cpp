@@ -1,0 +1,279 @@
+// The bucketed, overlapped gradient all-reduce (the C++ counterpart of PyTorch's DDP reducer).
+#include "mnddp/ddp/reducer.hpp"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <unordered_set>
+
+#include "mnddp/build_config.hpp"
+#include "mnddp/comm/tensor_comm.hpp"
+#include "mnddp/error.hpp"
+
+#if MNDDP_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace mnddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Fires after the accumulator has added this backward's gradient into param.grad().
+class ReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  ReadyHook(Reducer& reducer, std::size_t index) : reducer_(reducer), index_(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    reducer_.mark_ready(index_);
+    return outputs;
+  }
+
+ private:
+  Reducer& reducer_;
+  std::size_t index_;
+};
+
+at::ScalarType wire_type(GradCompression compression, at::ScalarType param_type) {
+  switch (compression) {
+    case GradCompression::BF16:
+      return at::kBFloat16;
+    case GradCompression::FP16:
+      return at::kHalf;
+    case GradCompression::None:
+      break;
+  }
+  return param_type;
+}
+
+// Every autograd node reachable from `root` (the loss's graph).
+std::unordered_set<const torch::autograd::Node*> reachable_nodes(const at::Tensor& root) {
+  std::unordered_set<const torch::autograd::Node*> seen;
+  std::vector<torch::autograd::Node*> stack;
+  if (root.defined() && root.grad_fn()) stack.push_back(root.grad_fn().get());
+  while (!stack.empty()) {
+    torch::autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (!seen.insert(node).second) continue;
+    for (const auto& edge : node->next_edges())
+      if (edge.function) stack.push_back(edge.function.get());
+  }
+  return seen;
+}
+
+}  // namespace
+
+GradCompression parse_grad_compression(const std::string& name) {
+  if (name == "none") return GradCompression::None;
+  if (name == "bf16") return GradCompression::BF16;
+  if (name == "fp16") return GradCompression::FP16;
+  throw UsageError(fmt::format("--grad-compression: unknown value '{}' (choose from none, bf16, fp16)", name));
+}
+
+struct Reducer::Bucket {
+  std::vector<std::size_t> members;
+  at::Tensor flat;  // every member's gradient, in the wire dtype, on the communicator's side
+  std::size_t pending = 0;
+  std::shared_ptr<CommWork> work;
+  bool prescaled = false;  // half-precision buckets are divided before the sum (no overflow)
+};
+
+Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> names, Communicator& comm,
+                 ReducerOptions options)
+    : names_(std::move(names)), comm_(comm), options_(options) {
+  // Only trainable parameters take part; names follow them.
+  std::vector<std::string> kept_names;
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (!parameters[i].requires_grad()) continue;
+    params_.push_back(parameters[i]);
+    kept_names.push_back(i < names_.size() ? names_[i] : fmt::format("parameter {}", i));
+  }
+  names_ = std::move(kept_names);
+  if (params_.empty()) throw UsageError("DDP: the model has no trainable parameters");
+
+  std::vector<std::size_t> bytes;
+  std::vector<int> keys;
+  for (const auto& p : params_) {
+    bytes.push_back(static_cast<std::size_t>(p.numel()) * p.element_size());
+    keys.push_back(static_cast<int>(p.scalar_type()) * 1024 + static_cast<int>(p.device().type()) * 64 +
+                   static_cast<int>(p.device().index() + 1));
+  }
+  plan_ = plan_buckets(bytes, keys, options_.limits);
+
+  bucket_of_.resize(params_.size());
+  slot_of_.resize(params_.size());
+  for (std::size_t b = 0; b < plan_.size(); ++b) {
+    auto bucket = std::make_unique<Bucket>();
+    bucket->members = plan_[b];
+    std::int64_t elements = 0;
+    for (std::size_t i : bucket->members) {
+      bucket_of_[i] = b;
+      slot_of_[i] = static_cast<std::size_t>(elements);
+      elements += params_[i].numel();
+    }
+    const at::Tensor& first = params_[bucket->members.front()];
+    const at::ScalarType type = wire_type(options_.compression, first.scalar_type());
+    // Host communicators (MPI) need host buffers; pinned when the gradients live on a GPU.
+    const bool device_side = comm_.uses_device_memory() || first.device().is_cpu();
+    auto buffer_options = at::TensorOptions().dtype(type).device(device_side ? first.device() : at::Device(at::kCPU));
+    if (!device_side) buffer_options = buffer_options.pinned_memory(true);
+    bucket->flat = at::zeros({elements}, buffer_options);
+    bucket->prescaled = type == at::kBFloat16 || type == at::kHalf;
+    buckets_.push_back(std::move(bucket));
+  }
+
+  ready_.assign(params_.size(), false);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
+    if (!accumulator) throw Error(fmt::format("DDP: parameter '{}' has no gradient accumulator", names_[i]));
+    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<ReadyHook>(*this, i)));
+    accumulators_.push_back(accumulator);  // autograd holds accumulators only weakly
+  }
+}
+
+Reducer::~Reducer() {
+  for (std::size_t i = 0; i < accumulators_.size(); ++i)
+    std::static_pointer_cast<torch::autograd::Node>(accumulators_[i])->del_post_hook(hook_keys_[i]);
+  // A step abandoned mid-way (an exception during backward) may still have collectives in flight;
+  // they must finish before their buffers go.
+  for (auto& bucket : buckets_) {
+    if (!bucket->work) continue;
+    try {
+      bucket->work->wait();
+    } catch (...) {
+      // Already failing; the error that brought us here is the one to report.
+    }
+  }
+}
+
+void Reducer::set_sync(bool enabled) {
+  std::lock_guard lock(mutex_);
+  sync_ = enabled;
+}
+
+void Reducer::begin_step() {
+  step_active_ = true;
+  next_launch_ = 0;
+  std::fill(ready_.begin(), ready_.end(), false);
+  for (auto& bucket : buckets_) {
+    bucket->pending = bucket->members.size();
+    bucket->work.reset();
+  }
+  stats_ = ReducerStats{};
+}
+
+void Reducer::prepare_for_backward(const at::Tensor& loss) {
+  std::lock_guard lock(mutex_);
+  if (!sync_) return;
+  begin_step();
+  if (!options_.find_unused_parameters) return;
+  const auto used = reachable_nodes(loss);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const auto* accumulator = static_cast<const torch::autograd::Node*>(accumulators_[i].get());
+    if (used.count(accumulator) == 0) {
+      ready_[i] = true;
+      stage_gradient(i, nullptr);
+    }
+  }
+  launch_complete_buckets();
+}
+
+void Reducer::mark_ready(std::size_t index) {
+  std::lock_guard lock(mutex_);
+  if (!sync_) return;
+  if (!step_active_) begin_step();
+  if (ready_[index])
+    throw Error(
+        fmt::format("DDP: parameter '{}' received its gradient twice in one backward pass; call finalize() "
+                    "after every synchronised backward",
+                    names_[index]));
+  ready_[index] = true;
+  const at::Tensor& grad = params_[index].grad();
+  stage_gradient(index, grad.defined() ? &grad : nullptr);
+  launch_complete_buckets();
+}
+
+// Copies (and converts) one gradient into its bucket slot; nullptr stages zeros.
+void Reducer::stage_gradient(std::size_t index, const at::Tensor* grad) {
+  Bucket& bucket = *buckets_[bucket_of_[index]];
+  at::Tensor slot = bucket.flat.narrow(0, static_cast<std::int64_t>(slot_of_[index]), params_[index].numel());
+  if (grad != nullptr) {
+    slot.copy_(grad->reshape({-1}));
+  } else {
+    slot.zero_();
+  }
+  --bucket.pending;
+}
+
+// Buckets start strictly in plan order, so every rank issues the same sequence of collectives even
+// when its gradients become ready in a different order.
+void Reducer::launch_complete_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) launch(*buckets_[next_launch_++]);
+}
+
+void Reducer::launch(Bucket& bucket) {
+  if (next_launch_ == 1) first_launch_ = Clock::now();
+  void* producer_stream = nullptr;
+#if MNDDP_HAVE_CUDA
+  if (bucket.flat.is_cuda()) {
+    auto stream = c10::cuda::getCurrentCUDAStream(bucket.flat.device().index());
+    producer_stream = stream.stream();
+  }
+#endif
+  if (bucket.prescaled) bucket.flat.mul_(1.0 / comm_.size());
+  bucket.work = comm_.allreduce_async(bucket.flat.data_ptr(), static_cast<std::size_t>(bucket.flat.numel()),
+                                      to_comm_dtype(bucket.flat.scalar_type()),
+                                      bucket.prescaled ? ReduceOp::Sum : ReduceOp::Avg, producer_stream);
+  if (step_active_) ++stats_.buckets_launched_in_backward;
+}
+
+void Reducer::finalize() {
+  std::lock_guard lock(mutex_);
+  if (!sync_) return;
+  if (!step_active_) begin_step();  // this rank computed no gradient at all: it still takes part
+  step_active_ = false;             // launches from here on are not overlapped
+
+  // Parameters that got no gradient contribute zeros, in the same bucket order as everyone else.
+  std::vector<std::size_t> missing;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (ready_[i]) continue;
+    missing.push_back(i);
+    ready_[i] = true;
+    stage_gradient(i, nullptr);
+  }
+  launch_complete_buckets();
+  if (!missing.empty() && !options_.find_unused_parameters && !warned_missing_) {
+    warned_missing_ = true;
+    spdlog::warn(
+        "DDP: parameter '{}' (and {} more) got no gradient in this backward pass; it is averaged as zero. "
+        "--find-unused-parameters lets such buckets start during backward",
+        names_[missing.front()], missing.size() - 1);
+  }
+
+  const auto wait_start = Clock::now();
+  void* consumer_stream = nullptr;
+#if MNDDP_HAVE_CUDA
+  if (params_.front().is_cuda()) consumer_stream = c10::cuda::getCurrentCUDAStream().stream();
+#endif
+  for (auto& bucket : buckets_) bucket->work->wait(consumer_stream);
+  const auto done = Clock::now();
+  stats_.finalize_wait_s = std::chrono::duration<double>(done - wait_start).count();
+  stats_.comm_s = std::chrono::duration<double>(done - first_launch_).count();
+
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Bucket& bucket = *buckets_[bucket_of_[i]];
+    at::Tensor& param = params_[i];
+    at::Tensor averaged =
+        bucket.flat.narrow(0, static_cast<std::int64_t>(slot_of_[i]), param.numel()).view(param.sizes());
+    if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
+    param.mutable_grad().copy_(averaged);
+  }
+  for (auto& bucket : buckets_) bucket->work.reset();
+}
+
+}  // namespace mnddp

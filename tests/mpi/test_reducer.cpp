@@ -1,0 +1,208 @@
+// The Reducer on 2 and 3 ranks: bucketed result = flat all-reduce reference, accumulation under
+// no_sync (verified by counting collectives), unused parameters without hangs, compression within
+// tolerance, cross-rank model mismatch, and buckets launched during backward.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn.h>
+
+#include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/comm/tensor_comm.hpp"
+#include "mnddp/ddp/ddp.hpp"
+#include "mnddp/error.hpp"
+
+using namespace mnddp;
+namespace nn = torch::nn;
+
+namespace {
+
+// Two-branch MLP: `head_b` is used only when asked, to make unused parameters.
+struct TwoBranch : nn::Module {
+  TwoBranch(int in, int hidden, int out) {
+    trunk = register_module("trunk", nn::Linear(in, hidden));
+    head_a = register_module("head_a", nn::Linear(hidden, out));
+    head_b = register_module("head_b", nn::Linear(hidden, out));
+  }
+  at::Tensor forward(const at::Tensor& x, bool use_b) {
+    auto h = torch::relu(trunk->forward(x));
+    auto y = head_a->forward(h);
+    return use_b ? y + head_b->forward(h) : y;
+  }
+  nn::Linear trunk{nullptr}, head_a{nullptr}, head_b{nullptr};
+};
+
+std::shared_ptr<TwoBranch> make_net(int hidden = 32) {
+  torch::manual_seed(7);
+  return std::make_shared<TwoBranch>(12, hidden, 5);
+}
+
+// Rank-specific data, the same on every run.
+at::Tensor rank_input(int rank, std::int64_t batch, int salt = 0) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1000 + 17 * rank + salt);
+  return at::randn({batch, 12}, gen);
+}
+
+DdpOptions tiny_buckets(GradCompression compression = GradCompression::None, bool find_unused = false) {
+  DdpOptions o;
+  o.reducer.limits.first_cap_bytes = 256;
+  o.reducer.limits.cap_bytes = 1024;
+  o.reducer.compression = compression;
+  o.reducer.find_unused_parameters = find_unused;
+  return o;
+}
+
+std::vector<at::Tensor> grads_of(nn::Module& m) {
+  std::vector<at::Tensor> out;
+  for (auto& p : m.parameters()) out.push_back(p.grad().defined() ? p.grad().clone() : at::zeros_like(p));
+  return out;
+}
+
+// One synchronised step; returns the local (pre-reduction) gradients.
+std::vector<at::Tensor> step(DistributedDataParallel& ddp, TwoBranch& net, const at::Tensor& x, bool use_b) {
+  for (auto& p : net.parameters()) p.mutable_grad() = at::Tensor();
+  auto loss = net.forward(x, use_b).pow(2).mean();
+  ddp.prepare_for_backward(loss);
+  loss.backward();
+  auto local = grads_of(net);
+  ddp.finalize();
+  return local;
+}
+
+double max_relative_error(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double scale = std::max(b[i].abs().max().item<double>(), 1e-12);
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+// The reference: one flat blocking all-reduce (average) of the local gradients.
+std::vector<at::Tensor> flat_reference(Communicator& comm, const std::vector<at::Tensor>& local) {
+  std::vector<at::Tensor> flat_parts;
+  for (const auto& g : local) flat_parts.push_back(g.reshape({-1}));
+  at::Tensor flat = at::cat(flat_parts);
+  allreduce(comm, flat, ReduceOp::Avg);
+  std::vector<at::Tensor> out;
+  std::int64_t offset = 0;
+  for (const auto& g : local) {
+    out.push_back(flat.narrow(0, offset, g.numel()).view(g.sizes()));
+    offset += g.numel();
+  }
+  return out;
+}
+
+}  // namespace
+
+class ReducerTest : public ::testing::Test {
+ protected:
+  MpiComm comm;
+};
+
+TEST_F(ReducerTest, BucketPlanIsReverseOrderWithSmallFirstBucket) {
+  auto net = make_net(64);
+  DistributedDataParallel ddp(net, comm, tiny_buckets());
+  const auto& plan = ddp.reducer().bucket_members();
+  ASSERT_GT(plan.size(), 2u);
+  EXPECT_EQ(plan.front().front(), net->parameters().size() - 1) << "the last registered parameter goes first";
+  EXPECT_EQ(plan.back().back(), 0u) << "the first registered parameter goes last";
+}
+
+TEST_F(ReducerTest, BucketedEqualsFlatAllreduce) {
+  auto net = make_net();
+  DistributedDataParallel ddp(net, comm, tiny_buckets());
+  const auto local = step(ddp, *net, rank_input(comm.rank(), 16), true);
+  EXPECT_LE(max_relative_error(grads_of(*net), flat_reference(comm, local)), 1e-6);
+  EXPECT_GT(ddp.reducer().last_stats().buckets_launched_in_backward, 0u)
+      << "buckets must start during backward, not in finalize()";
+}
+
+TEST_F(ReducerTest, DefaultBucketsEqualFlatAllreduce) {
+  auto net = make_net();
+  DistributedDataParallel ddp(net, comm);
+  const auto local = step(ddp, *net, rank_input(comm.rank(), 16), true);
+  EXPECT_LE(max_relative_error(grads_of(*net), flat_reference(comm, local)), 1e-6);
+}
+
+TEST_F(ReducerTest, FourMicroStepsEqualOneStepOfFourTimesTheBatch) {
+  const std::int64_t b = 8;
+  const at::Tensor big = rank_input(comm.rank(), 4 * b);
+
+  auto accumulated = make_net();
+  DistributedDataParallel ddp_acc(accumulated, comm, tiny_buckets());
+  const auto before = comm.collective_count();
+  for (int micro = 0; micro < 4; ++micro) {
+    std::optional<DistributedDataParallel::NoSync> local_only;
+    if (micro < 3) local_only.emplace(ddp_acc.reducer());
+    ddp_acc.before_forward();
+    auto loss = accumulated->forward(big.narrow(0, micro * b, b), true).pow(2).mean() / 4;
+    if (!local_only) ddp_acc.prepare_for_backward(loss);
+    loss.backward();
+    if (micro == 2) {
+      EXPECT_EQ(comm.collective_count(), before) << "no_sync micro-steps must not communicate";
+    }
+    ddp_acc.finalize();
+  }
+  EXPECT_EQ(comm.collective_count() - before, ddp_acc.reducer().bucket_members().size())
+      << "the boundary step issues exactly one all-reduce per bucket";
+
+  auto whole = make_net();
+  DistributedDataParallel ddp_whole(whole, comm, tiny_buckets());
+  step(ddp_whole, *whole, big, true);
+  EXPECT_LE(max_relative_error(grads_of(*accumulated), grads_of(*whole)), 1e-5);
+}
+
+TEST_F(ReducerTest, ParameterUnusedOnSomeRanksDoesNotHang) {
+  for (bool find_unused : {false, true}) {
+    auto net = make_net();
+    DistributedDataParallel ddp(net, comm, tiny_buckets(GradCompression::None, find_unused));
+    const bool use_b = comm.rank() % 2 == 1;  // rank 0 never touches head_b
+    const auto local = step(ddp, *net, rank_input(comm.rank(), 16), use_b);
+    // Unused gradients count as zeros in the average.
+    EXPECT_LE(max_relative_error(grads_of(*net), flat_reference(comm, local)), 1e-6) << "find_unused " << find_unused;
+  }
+}
+
+TEST_F(ReducerTest, ParameterUnusedEverywhereGetsZeroGradient) {
+  auto net = make_net();
+  DistributedDataParallel ddp(net, comm, tiny_buckets(GradCompression::None, true));
+  step(ddp, *net, rank_input(comm.rank(), 16), false);
+  EXPECT_EQ(net->head_b->weight.grad().abs().max().item<float>(), 0.0f);
+  EXPECT_GT(ddp.reducer().last_stats().buckets_launched_in_backward, 0u);
+}
+
+TEST_F(ReducerTest, CompressionWithinTolerance) {
+  // Stated tolerances: bf16 keeps 8 mantissa bits (~4e-3 relative per value), fp16 keeps 11 (~5e-4).
+  for (auto [compression, tolerance] :
+       {std::pair{GradCompression::BF16, 1e-2}, std::pair{GradCompression::FP16, 2e-3}}) {
+    auto net = make_net();
+    DistributedDataParallel ddp(net, comm, tiny_buckets(compression));
+    const auto local = step(ddp, *net, rank_input(comm.rank(), 16), true);
+    const double error = max_relative_error(grads_of(*net), flat_reference(comm, local));
+    EXPECT_LE(error, tolerance);
+    EXPECT_GT(error, 0.0) << "compression should be visible in the result";
+  }
+}
+
+TEST_F(ReducerTest, ModelMismatchNamesTheFirstDifferingParameter) {
+  torch::manual_seed(1);
+  auto net = std::make_shared<TwoBranch>(12, comm.rank() == 0 ? 32 : 33, 5);
+  try {
+    DistributedDataParallel ddp(net, comm);
+    FAIL() << "a mismatch must throw on every rank";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.collective());
+    EXPECT_NE(std::string(e.what()).find("trunk.weight"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ReducerTest, InitialBroadcastMakesReplicasIdentical) {
+  torch::manual_seed(100 + comm.rank());  // different weights on every rank
+  auto net = std::make_shared<TwoBranch>(12, 8, 5);
+  DistributedDataParallel ddp(net, comm);
+  for (auto& p : net->parameters()) {
+    at::Tensor mine = p.detach().clone();
+    at::Tensor root = mine.clone();
+    broadcast(comm, root, 0);
+    EXPECT_TRUE(at::equal(mine, root));
+  }
+}
