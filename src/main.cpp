@@ -57,10 +57,11 @@ TrainingConfig agree_on_config(Communicator& comm, const std::vector<std::string
   return parse_ini_text(ini);
 }
 
-void log_rank_table(Communicator& comm, const RankInfo& rank, const std::string& device, int threads) {
+void log_rank_table(Communicator& comm, const RankInfo& rank, const Trainer& trainer, int threads) {
   const std::string line =
-      fmt::format("rank {}/{} host {} node {}/{} local rank {}/{} device {} threads {}", rank.rank, rank.world_size,
-                  rank.host, rank.node_index, rank.node_count, rank.local_rank, rank.local_size, device, threads);
+      fmt::format("rank {}/{} host {} node {}/{} local rank {}/{} device {} backend {} threads {}", rank.rank,
+                  rank.world_size, rank.host, rank.node_index, rank.node_count, rank.local_rank, rank.local_size,
+                  trainer.device_description(), trainer.backend(), threads);
   const auto lines = allgather_strings(comm, line);
   for (const auto& l : lines) spdlog::info("{}", l);
 }
@@ -88,7 +89,7 @@ int train(Runtime& runtime, const std::vector<std::string>& args) {
   at::set_num_interop_threads(1);
 
   Trainer trainer(config, rank, world);
-  log_rank_table(world, rank, select_device(config.device, rank).description, threads);
+  log_rank_table(world, rank, trainer, threads);
   const TrainResult result = trainer.run();
   if (rank.is_root()) {
     if (result.evaluated) {

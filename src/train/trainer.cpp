@@ -64,8 +64,10 @@ class AutocastScope {
 struct Trainer::State {
   TrainingConfig config;
   RankInfo rank;
-  Communicator& comm;
+  Communicator& comm;  // control: metrics, validation counts, agreement
   DeviceChoice device;
+  std::string backend;                          // what carries gradients: mpi | nccl
+  std::shared_ptr<Communicator> gradient_comm;  // NCCL when chosen; else `comm` carries gradients
 
   ShardIndex train_index;
   std::optional<ShardIndex> val_index;
@@ -202,6 +204,7 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, Communicato
     : state_(std::make_unique<State>(config, rank, comm)) {
   State& s = *state_;
   on_all_then_agree(comm, [&] { s.device = select_device(config.device, rank); });
+  s.backend = select_backend(config.backend, s.device, rank, comm);
   // Scanning agrees internally; the rest is agreed here so a bad value is one message, not N.
   on_all_then_agree(comm, [&] { s.set_up(); });
   DdpOptions ddp_options;
@@ -210,7 +213,8 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, Communicato
   ddp_options.reducer.limits.first_cap_bytes = static_cast<std::size_t>(config.first_bucket_mb * 1024 * 1024);
   ddp_options.reducer.find_unused_parameters = config.find_unused_parameters;
   ddp_options.reducer.compression = parse_grad_compression(config.grad_compression);
-  s.ddp = std::make_unique<DistributedDataParallel>(s.model, comm, ddp_options);
+  s.gradient_comm = make_gradient_comm(s.backend, comm, s.device, config.collective_timeout);
+  s.ddp = std::make_unique<DistributedDataParallel>(s.model, s.gradient_comm ? *s.gradient_comm : comm, ddp_options);
   on_all_then_agree(comm, [&] { s.optimizer = make_optimizer(config, s.model->parameters()); });
 
   spdlog::info("model {}: {} parameters; {} training samples in {} shards, sample shape [{}]", config.model,
@@ -224,6 +228,10 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, Communicato
 Trainer::~Trainer() = default;
 
 std::vector<at::Tensor> Trainer::parameters() const { return state_->model->parameters(); }
+
+std::string Trainer::device_description() const { return state_->device.description; }
+
+std::string Trainer::backend() const { return state_->backend; }
 
 TrainResult Trainer::run() {
   State& s = *state_;

@@ -54,4 +54,10 @@ expect_rank_failure "labels outside num-classes" "--num-classes" "label" "good/t
 run_mpi 2 10 "${GOOD[@]}" --model convnet --train-data "$WORK/tiny/train_*.h5" --val-data "" --batch-size 1
 expect_usage_error "convnet on flat samples" "--model convnet" "[4]"
 
+run_mpi 2 10 "${GOOD[@]}" --backend nccl
+expect_usage_error "nccl backend without GPUs" "--backend nccl" "use --backend mpi"
+
+run_mpi 2 10 "${GOOD[@]}" --device cuda
+expect_usage_error "cuda device without GPUs" "--device cuda"
+
 finish

@@ -7,7 +7,7 @@ DATA=(--train-data "$WORK/d/train_*.h5" --val-data "$WORK/d/val_*.h5" --metrics-
 
 run_mpi 3 60 "${DATA[@]}"
 CASES=$((CASES + 1))
-if [ "$RC" = 0 ] && [ "$(grep -c 'rank [0-2]/3 host .* local rank [0-2]/3 device cpu threads 1' <<<"$OUT")" = 3 ]; then
+if [ "$RC" = 0 ] && [ "$(grep -c 'rank [0-2]/3 host .* local rank [0-2]/3 device cpu backend mpi threads 1' <<<"$OUT")" = 3 ]; then
   pass "one start-up line per rank"
 else
   fail "start-up lines (rc $RC):"$'\n'"$OUT"$'\n'"$ERR"

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "mnddp/comm/communicator.hpp"
@@ -35,6 +36,8 @@ class Trainer {
 
   // The model after (or before) training, for tests that compare replicas.
   std::vector<at::Tensor> parameters() const;
+  std::string device_description() const;  // e.g. "cpu" or "cuda:0 of 4 visible (...)"
+  std::string backend() const;             // what carries gradients: "mpi" or "nccl"
 
  private:
   struct State;

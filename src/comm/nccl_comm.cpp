@@ -1,0 +1,243 @@
+// NcclComm: NCCL bootstrapped over MPI, non-blocking init and collectives, a dedicated comm stream
+// fenced with CUDA events, asynchronous-error polling and abort.
+#include "mnddp/comm/nccl_comm.hpp"
+
+#if MNDDP_HAVE_NCCL
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <source_location>
+#include <thread>
+
+#include "mnddp/error.hpp"
+
+namespace mnddp {
+namespace {
+
+void check_cuda(cudaError_t rc, const char* call, std::source_location where = std::source_location::current()) {
+  if (rc != cudaSuccess) throw LibraryError("CUDA", call, cudaGetErrorString(rc), where);
+}
+
+#define MNDDP_CUDA_CHECK(call) check_cuda((call), #call)
+
+ncclDataType_t to_nccl(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return ncclFloat32;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::F16:
+      return ncclFloat16;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::I32:
+      return ncclInt32;
+    case DType::I64:
+      return ncclInt64;
+    case DType::U8:
+      return ncclUint8;
+  }
+  throw std::logic_error("to_nccl: unknown dtype");
+}
+
+ncclRedOp_t to_nccl(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Avg:
+      return ncclAvg;
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Min:
+      return ncclMin;
+  }
+  throw std::logic_error("to_nccl: unknown op");
+}
+
+// Polls between checks of a non-blocking NCCL call that is still in progress.
+constexpr auto kNcclPoll = std::chrono::microseconds(50);
+
+}  // namespace
+
+struct NcclComm::Handles {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;  // high priority, non-blocking: never serialised with torch's streams
+
+  // Checks a NCCL result; with a non-blocking communicator an enqueue may report ncclInProgress,
+  // which is resolved by polling the communicator's state.
+  void check(ncclResult_t rc, const char* call, std::source_location where = std::source_location::current()) {
+    while (rc == ncclInProgress) {
+      std::this_thread::sleep_for(kNcclPoll);
+      ncclCommGetAsyncError(comm, &rc);
+    }
+    if (rc != ncclSuccess) {
+      const char* last = comm != nullptr ? ncclGetLastError(comm) : nullptr;
+      throw LibraryError("NCCL", call,
+                         fmt::format("{}{}{}", ncclGetErrorString(rc), last && *last ? ": " : "", last ? last : ""),
+                         where);
+    }
+  }
+};
+
+#define MNDDP_NCCL_CHECK(call) handles_->check((call), #call)
+
+namespace {
+
+// Completion of one collective: an event recorded on the comm stream after it.
+class NcclWork final : public CommWork {
+ public:
+  NcclWork(NcclComm& comm, cudaStream_t stream) : comm_(comm) {
+    MNDDP_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    MNDDP_CUDA_CHECK(cudaEventRecord(done_, stream));
+  }
+  ~NcclWork() override { cudaEventDestroy(done_); }
+  NcclWork(const NcclWork&) = delete;
+  NcclWork& operator=(const NcclWork&) = delete;
+
+  void wait(void* consumer_stream) override {
+    comm_.check_async_error();
+    if (consumer_stream != nullptr) {
+      // The consumer's later work waits on the GPU; the host goes on.
+      MNDDP_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer_stream), done_, 0));
+      return;
+    }
+    // Host wait, polled so that an asynchronous NCCL error is seen instead of blocking forever.
+    while (true) {
+      const cudaError_t state = cudaEventQuery(done_);
+      if (state == cudaSuccess) return;
+      if (state != cudaErrorNotReady) check_cuda(state, "cudaEventQuery");
+      comm_.check_async_error();
+      std::this_thread::sleep_for(kNcclPoll);
+    }
+  }
+  bool is_completed() override { return cudaEventQuery(done_) == cudaSuccess; }
+
+ private:
+  NcclComm& comm_;
+  cudaEvent_t done_ = nullptr;
+};
+
+// Makes `stream` wait for everything queued so far on `producer` (the legacy default stream if null).
+void fence(cudaStream_t producer, cudaStream_t stream) {
+  cudaEvent_t ready = nullptr;
+  MNDDP_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  MNDDP_CUDA_CHECK(cudaEventRecord(ready, producer));
+  MNDDP_CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
+  MNDDP_CUDA_CHECK(cudaEventDestroy(ready));  // destruction is deferred until the wait is done
+}
+
+}  // namespace
+
+NcclComm::NcclComm(Communicator& bootstrap, int device, double init_timeout_s)
+    : handles_(std::make_unique<Handles>()), rank_(bootstrap.rank()), size_(bootstrap.size()), device_(device) {
+  MNDDP_CUDA_CHECK(cudaSetDevice(device_));
+  int least = 0;
+  int greatest = 0;
+  MNDDP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  MNDDP_CUDA_CHECK(cudaStreamCreateWithPriority(&handles_->stream, cudaStreamNonBlocking, greatest));
+
+  // Rank 0 makes the id; MPI carries it to everyone.
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  if (bootstrap.is_root()) MNDDP_NCCL_CHECK(ncclGetUniqueId(&id));
+  bootstrap.broadcast(&id, sizeof(id), DType::U8, 0);
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // init and collectives return at once; failures and hangs stay abortable
+  ncclResult_t rc = ncclCommInitRankConfig(&handles_->comm, size_, id, rank_, &config);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(init_timeout_s);
+  while (rc == ncclInProgress) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ncclCommAbort(handles_->comm);
+      handles_->comm = nullptr;
+      throw Error(
+          fmt::format("NCCL: ncclCommInitRankConfig did not finish within {} s on rank {} (device {}); "
+                      "check that every rank reached start-up and that the network is usable (NCCL_DEBUG=INFO)",
+                      init_timeout_s, rank_, device_));
+    }
+    std::this_thread::sleep_for(kNcclPoll);
+    ncclCommGetAsyncError(handles_->comm, &rc);
+  }
+  MNDDP_NCCL_CHECK(rc);
+}
+
+NcclComm::~NcclComm() {
+  if (handles_->comm != nullptr && !aborted_.load()) {
+    // Finalize flushes outstanding work (polled, bounded); if it cannot, abort instead of hanging.
+    ncclResult_t state = ncclCommFinalize(handles_->comm);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(kNcclPoll);
+      ncclCommGetAsyncError(handles_->comm, &state);
+    }
+    if (state == ncclSuccess) {
+      ncclCommDestroy(handles_->comm);
+    } else {
+      ncclCommAbort(handles_->comm);
+    }
+  }
+  if (handles_->stream != nullptr) cudaStreamDestroy(handles_->stream);
+}
+
+void NcclComm::abort() {
+  if (aborted_.exchange(true) || handles_->comm == nullptr) return;
+  ncclCommAbort(handles_->comm);
+}
+
+void NcclComm::check_async_error() {
+  ncclResult_t state = ncclSuccess;
+  ncclCommGetAsyncError(handles_->comm, &state);
+  if (state != ncclSuccess && state != ncclInProgress) MNDDP_NCCL_CHECK(state);
+}
+
+std::shared_ptr<CommWork> NcclComm::allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
+                                                    void* producer_stream) {
+  ++collectives_;
+  MNDDP_CUDA_CHECK(cudaSetDevice(device_));
+  fence(static_cast<cudaStream_t>(producer_stream), handles_->stream);
+  MNDDP_NCCL_CHECK(ncclAllReduce(buffer, buffer, count, to_nccl(dtype), to_nccl(op), handles_->comm, handles_->stream));
+  return std::make_shared<NcclWork>(*this, handles_->stream);
+}
+
+void NcclComm::allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) {
+  allreduce_async(buffer, count, dtype, op, nullptr)->wait(nullptr);
+}
+
+void NcclComm::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
+  ++collectives_;
+  MNDDP_CUDA_CHECK(cudaSetDevice(device_));
+  fence(nullptr, handles_->stream);
+  MNDDP_NCCL_CHECK(ncclBroadcast(buffer, buffer, count, to_nccl(dtype), root, handles_->comm, handles_->stream));
+  NcclWork(*this, handles_->stream).wait(nullptr);
+}
+
+void NcclComm::allgather(const void* send, void* recv, std::size_t count, DType dtype) {
+  ++collectives_;
+  MNDDP_CUDA_CHECK(cudaSetDevice(device_));
+  fence(nullptr, handles_->stream);
+  MNDDP_NCCL_CHECK(ncclAllGather(send, recv, count, to_nccl(dtype), handles_->comm, handles_->stream));
+  NcclWork(*this, handles_->stream).wait(nullptr);
+}
+
+void NcclComm::barrier() {
+  // NCCL has no barrier: a one-element all-reduce that every rank must join.
+  void* scratch = nullptr;
+  MNDDP_CUDA_CHECK(cudaSetDevice(device_));
+  MNDDP_CUDA_CHECK(cudaMalloc(&scratch, sizeof(float)));
+  MNDDP_CUDA_CHECK(cudaMemset(scratch, 0, sizeof(float)));
+  try {
+    allreduce(scratch, 1, DType::F32, ReduceOp::Sum);
+  } catch (...) {
+    cudaFree(scratch);
+    throw;
+  }
+  MNDDP_CUDA_CHECK(cudaFree(scratch));
+}
+
+}  // namespace mnddp
+
+#endif  // MNDDP_HAVE_NCCL

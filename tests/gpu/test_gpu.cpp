@@ -1,0 +1,112 @@
+// GPU tests, run under 2 MPI ranks sharing whatever GPUs the machine has; skipped visibly without a
+// GPU. NCCL: bootstrap (each rank alone, world size 1, since NCCL refuses two ranks on one GPU),
+// all-reduce in fp32/bf16/fp16, the Reducer on CUDA tensors. MPI: the Reducer on CUDA tensors with
+// host staging across both ranks. AMP: bf16 autocast on CUDA.
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/nn.h>
+
+#include "mnddp/build_config.hpp"
+#include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/comm/nccl_comm.hpp"
+#include "mnddp/comm/tensor_comm.hpp"
+#include "mnddp/ddp/ddp.hpp"
+
+using namespace mnddp;
+
+namespace {
+
+#define MNDDP_REQUIRE_GPU()                                                              \
+  do {                                                                                   \
+    if (!MNDDP_HAVE_CUDA || !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU"; \
+  } while (0)
+
+at::Device my_gpu() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(rank % torch::cuda::device_count()));
+}
+
+torch::nn::Sequential make_mlp(at::Device device) {
+  torch::manual_seed(3);
+  torch::nn::Sequential net(torch::nn::Linear(64, 256), torch::nn::ReLU(), torch::nn::Linear(256, 256),
+                            torch::nn::ReLU(), torch::nn::Linear(256, 10));
+  net->to(device);
+  return net;
+}
+
+// Gradients of one synchronised step on `comm`, returned on the CPU.
+std::vector<at::Tensor> reduced_grads(Communicator& comm, at::Device device, int rank) {
+  auto net = make_mlp(device);
+  DdpOptions options;
+  options.reducer.limits.first_cap_bytes = 4096;
+  options.reducer.limits.cap_bytes = 65536;
+  DistributedDataParallel ddp(net.ptr(), comm, options);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(50 + rank);
+  at::Tensor x = at::randn({32, 64}, gen).to(device);
+  at::Tensor loss = net->forward(x).pow(2).mean();
+  ddp.prepare_for_backward(loss);
+  loss.backward();
+  ddp.finalize();
+  std::vector<at::Tensor> out;
+  for (auto& p : net->parameters()) out.push_back(p.grad().to(at::kCPU));
+  return out;
+}
+
+}  // namespace
+
+#if MNDDP_HAVE_NCCL
+TEST(Nccl, BootstrapWorldOfOneAndAllreduceEveryDtype) {
+  MNDDP_REQUIRE_GPU();
+  MpiComm self(MPI_COMM_SELF);
+  NcclComm nccl(self, my_gpu().index(), 60.0);
+  EXPECT_EQ(nccl.size(), 1);
+  for (auto type : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    at::Tensor t = at::arange(1000, at::TensorOptions().dtype(at::kFloat).device(my_gpu())).to(type);
+    at::Tensor expected = t.clone();
+    allreduce(nccl, t, ReduceOp::Sum);
+    EXPECT_TRUE(at::equal(t, expected)) << c10::toString(type);
+    allreduce(nccl, t, ReduceOp::Avg);
+    EXPECT_TRUE(at::equal(t, expected)) << c10::toString(type);
+  }
+  EXPECT_NO_THROW(nccl.barrier());
+}
+
+TEST(Nccl, ReducerOnCudaTensorsMatchesLocalGradients) {
+  MNDDP_REQUIRE_GPU();
+  MpiComm self(MPI_COMM_SELF);
+  NcclComm nccl(self, my_gpu().index(), 60.0);
+  // World of one: the average is the local gradient, computed here without DDP.
+  auto reduced = reduced_grads(nccl, my_gpu(), 0);
+  auto net = make_mlp(my_gpu());
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(50);
+  net->forward(at::randn({32, 64}, gen).to(my_gpu())).pow(2).mean().backward();
+  const auto params = net->parameters();
+  for (std::size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(at::allclose(reduced[i], params[i].grad().to(at::kCPU), 1e-6, 1e-7)) << "parameter " << i;
+}
+#endif
+
+TEST(MpiStaged, ReducerOnCudaTensorsAcrossRanksMatchesCpu) {
+  MNDDP_REQUIRE_GPU();
+  MpiComm world;
+  const auto on_gpu = reduced_grads(world, my_gpu(), world.rank());
+  const auto on_cpu = reduced_grads(world, at::Device(at::kCPU), world.rank());
+  for (std::size_t i = 0; i < on_gpu.size(); ++i)
+    EXPECT_TRUE(at::allclose(on_gpu[i], on_cpu[i], 1e-4, 1e-6)) << "parameter " << i;
+}
+
+TEST(Amp, Bf16AutocastOnCuda) {
+  MNDDP_REQUIRE_GPU();
+  auto net = make_mlp(my_gpu());
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  at::Tensor y = net->forward(at::randn({8, 64}, at::TensorOptions().device(my_gpu())));
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  at::autocast::clear_cache();
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  y.to(at::kFloat).sum().backward();
+  for (auto& p : net->parameters()) EXPECT_EQ(p.grad().scalar_type(), at::kFloat);
+}
