@@ -81,6 +81,9 @@ struct Reducer::Bucket {
   std::size_t pending = 0;
   std::shared_ptr<CommWork> work;
   bool prescaled = false;  // half-precision buckets are divided before the sum (no overflow)
+  // Gradients are views into `flat` (same dtype and device): autograd accumulates straight into the
+  // bucket, so nothing is copied in before the all-reduce or out after it.
+  bool grads_are_views = false;
 };
 
 Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> names, Communicator& comm,
@@ -124,6 +127,7 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
     if (!device_side) buffer_options = buffer_options.pinned_memory(true);
     bucket->flat = at::zeros({elements}, buffer_options);
     bucket->prescaled = type == at::kBFloat16 || type == at::kHalf;
+    bucket->grads_are_views = device_side && type == first.scalar_type();
     buckets_.push_back(std::move(bucket));
   }
 
@@ -148,6 +152,18 @@ Reducer::~Reducer() {
     } catch (...) {
       // Already failing; the error that brought us here is the one to report.
     }
+  }
+}
+
+void Reducer::zero_grad() {
+  std::lock_guard lock(mutex_);
+  at::NoGradGuard no_grad;
+  for (auto& bucket : buckets_) {
+    if (bucket->grads_are_views) {
+      bucket->flat.zero_();  // one memset for every gradient of the bucket; they stay views
+      continue;
+    }
+    for (std::size_t i : bucket->members) params_[i].mutable_grad() = at::Tensor();
   }
 }
 
@@ -201,11 +217,17 @@ void Reducer::mark_ready(std::size_t index) {
 // Copies (and converts) one gradient into its bucket slot; nullptr stages zeros.
 void Reducer::stage_gradient(std::size_t index, const at::Tensor* grad) {
   Bucket& bucket = *buckets_[bucket_of_[index]];
-  at::Tensor slot = bucket.flat.narrow(0, static_cast<std::int64_t>(slot_of_[index]), params_[index].numel());
-  if (grad != nullptr) {
-    slot.copy_(grad->reshape({-1}));
-  } else {
-    slot.zero_();
+  at::Tensor& param = params_[index];
+  at::Tensor slot = bucket.flat.narrow(0, static_cast<std::int64_t>(slot_of_[index]), param.numel());
+  const bool already_there = grad != nullptr && bucket.grads_are_views && grad->data_ptr() == slot.data_ptr();
+  if (!already_there) {
+    // The gradient lives elsewhere (first step, zero_grad(set_to_none), compression, host staging).
+    if (grad != nullptr) {
+      slot.copy_(grad->reshape({-1}));
+    } else {
+      slot.zero_();
+    }
+    if (bucket.grads_are_views) param.mutable_grad() = slot.view(param.sizes());
   }
   --bucket.pending;
 }
@@ -267,6 +289,7 @@ void Reducer::finalize() {
 
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Bucket& bucket = *buckets_[bucket_of_[i]];
+    if (bucket.grads_are_views) continue;  // reduced in place already
     at::Tensor& param = params_[i];
     at::Tensor averaged =
         bucket.flat.narrow(0, static_cast<std::int64_t>(slot_of_[i]), param.numel()).view(param.sizes());

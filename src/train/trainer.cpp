@@ -255,7 +255,7 @@ TrainResult Trainer::run() {
     for (std::int64_t epoch_step = 0; epoch_step < s.steps_per_epoch && step < s.total_steps; ++epoch_step) {
       const double lr = scheduled_lr(c, step, s.total_steps);
       set_learning_rate(*s.optimizer, lr);
-      s.optimizer->zero_grad(/*set_to_none=*/true);
+      s.ddp->zero_grad();  // in place: gradients are views into the DDP buckets and stay so
 
       double step_loss = 0.0;
       for (int micro = 0; micro < c.grad_accum_steps; ++micro) {

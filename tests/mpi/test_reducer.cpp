@@ -56,13 +56,24 @@ std::vector<at::Tensor> grads_of(nn::Module& m) {
   return out;
 }
 
-// One synchronised step; returns the local (pre-reduction) gradients.
+// One synchronised step; returns the local (pre-reduction) gradients, computed on an identical
+// twin without DDP: with gradients as bucket views, reading them between backward and finalize()
+// would race with the in-place all-reduce.
 std::vector<at::Tensor> step(DistributedDataParallel& ddp, TwoBranch& net, const at::Tensor& x, bool use_b) {
-  for (auto& p : net.parameters()) p.mutable_grad() = at::Tensor();
+  auto twin = make_net(static_cast<int>(net.trunk->weight.size(0)));
+  {
+    torch::NoGradGuard no_grad;
+    const auto from = net.parameters();
+    auto to = twin->parameters();
+    for (std::size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+  }
+  twin->forward(x, use_b).pow(2).mean().backward();
+  auto local = grads_of(*twin);
+
+  ddp.zero_grad();
   auto loss = net.forward(x, use_b).pow(2).mean();
   ddp.prepare_for_backward(loss);
   loss.backward();
-  auto local = grads_of(net);
   ddp.finalize();
   return local;
 }

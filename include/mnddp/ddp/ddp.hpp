@@ -34,6 +34,8 @@ class DistributedDataParallel {
   // (waits for the buckets and writes averaged gradients).
   void prepare_for_backward(const at::Tensor& loss) { reducer_->prepare_for_backward(loss); }
   void finalize() { reducer_->finalize(); }
+  // Before each optimizer step's first backward (instead of the optimizer's zero_grad).
+  void zero_grad() { reducer_->zero_grad(); }
 
   // While alive, backward passes accumulate gradients locally and nothing is communicated.
   class NoSync {

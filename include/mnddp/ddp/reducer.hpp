@@ -52,6 +52,10 @@ class Reducer {
   // Parameters that got no gradient on this rank contribute zeros, so no rank waits for them.
   void finalize();
 
+  // Clears every gradient before a step. Gradients that are views into a bucket are zeroed in place
+  // (torch's Optimizer::zero_grad would detach_() them, which views do not allow).
+  void zero_grad();
+
   // no_sync: while disabled, backward only accumulates gradients locally and finalize() does nothing.
   void set_sync(bool enabled);
   bool sync_enabled() const { return sync_; }
