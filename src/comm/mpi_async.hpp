@@ -1,7 +1,8 @@
-// Internal: the MPI backend's asynchronous channel. One background thread starts nonblocking
-// all-reduces in FIFO order on a communicator of its own and drives their progress (Open MPI
-// advances nonblocking collectives only inside MPI calls), sleeping briefly between polls so that
-// it does not take a core away from the backward pass.
+// Internal: the MPI backend's asynchronous channel. A background thread runs the queued all-reduces
+// one after another, in submission order, on a communicator of its own, while the caller goes on
+// (the backward pass). Blocking MPI_Allreduce in a thread, as Horovod does, rather than
+// MPI_Iallreduce: Open MPI progresses nonblocking collectives only inside MPI calls, and its
+// nonblocking algorithms were 2.3x slower than the tuned blocking ones for 214 MB on 2 ranks.
 #pragma once
 
 #include <mpi.h>
@@ -19,7 +20,7 @@ namespace mnddp::mpi_detail {
 class AsyncChannel {
  public:
   explicit AsyncChannel(MPI_Comm parent);
-  ~AsyncChannel();  // lets started collectives finish, then joins the thread
+  ~AsyncChannel();  // finishes the queued collectives, then joins the thread
   AsyncChannel(const AsyncChannel&) = delete;
   AsyncChannel& operator=(const AsyncChannel&) = delete;
 
@@ -29,8 +30,7 @@ class AsyncChannel {
 
  private:
   void run();
-  bool start(Op& op);     // false (with op.error set) when MPI refused
-  bool progress(Op& op);  // true when complete
+  void execute(Op& op);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int size_ = 1;

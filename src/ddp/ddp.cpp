@@ -94,6 +94,11 @@ void DistributedDataParallel::broadcast_buffers() {
   }
 }
 
+at::Tensor DistributedDataParallel::scale_loss(const at::Tensor& loss) const {
+  if (!options_.reducer.loss_prescaled || comm_.size() == 1) return loss;
+  return loss * (1.0 / comm_.size());
+}
+
 void DistributedDataParallel::before_forward() {
   // No communication on no_sync micro-steps: they must issue no collective at all.
   if (!options_.broadcast_buffers || comm_.size() == 1 || !reducer_->sync_enabled()) return;

@@ -126,7 +126,8 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
     auto buffer_options = at::TensorOptions().dtype(type).device(device_side ? first.device() : at::Device(at::kCPU));
     if (!device_side) buffer_options = buffer_options.pinned_memory(true);
     bucket->flat = at::zeros({elements}, buffer_options);
-    bucket->prescaled = type == at::kBFloat16 || type == at::kHalf;
+    // Half-precision buckets are divided before the sum so that it cannot overflow.
+    bucket->prescaled = !options_.loss_prescaled && (type == at::kBFloat16 || type == at::kHalf);
     bucket->grads_are_views = device_side && type == first.scalar_type();
     buckets_.push_back(std::move(bucket));
   }
@@ -239,7 +240,6 @@ void Reducer::launch_complete_buckets() {
 }
 
 void Reducer::launch(Bucket& bucket) {
-  if (next_launch_ == 1) first_launch_ = Clock::now();
   void* producer_stream = nullptr;
 #if MNDDP_HAVE_CUDA
   if (bucket.flat.is_cuda()) {
@@ -248,9 +248,9 @@ void Reducer::launch(Bucket& bucket) {
   }
 #endif
   if (bucket.prescaled) bucket.flat.mul_(1.0 / comm_.size());
-  bucket.work = comm_.allreduce_async(bucket.flat.data_ptr(), static_cast<std::size_t>(bucket.flat.numel()),
-                                      to_comm_dtype(bucket.flat.scalar_type()),
-                                      bucket.prescaled ? ReduceOp::Sum : ReduceOp::Avg, producer_stream);
+  bucket.work = comm_.allreduce_async(
+      bucket.flat.data_ptr(), static_cast<std::size_t>(bucket.flat.numel()), to_comm_dtype(bucket.flat.scalar_type()),
+      bucket.prescaled || options_.loss_prescaled ? ReduceOp::Sum : ReduceOp::Avg, producer_stream);
   if (step_active_) ++stats_.buckets_launched_in_backward;
 }
 
@@ -283,9 +283,10 @@ void Reducer::finalize() {
   if (params_.front().is_cuda()) consumer_stream = c10::cuda::getCurrentCUDAStream().stream();
 #endif
   for (auto& bucket : buckets_) bucket->work->wait(consumer_stream);
-  const auto done = Clock::now();
+  const auto done = Clock::now();  // all buckets complete
   stats_.finalize_wait_s = std::chrono::duration<double>(done - wait_start).count();
-  stats_.comm_s = std::chrono::duration<double>(done - first_launch_).count();
+  stats_.comm_s = 0.0;
+  for (auto& bucket : buckets_) stats_.comm_s += bucket->work->busy_seconds();
 
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Bucket& bucket = *buckets_[bucket_of_[i]];

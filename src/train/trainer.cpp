@@ -213,6 +213,7 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, Communicato
   ddp_options.reducer.limits.first_cap_bytes = static_cast<std::size_t>(config.first_bucket_mb * 1024 * 1024);
   ddp_options.reducer.find_unused_parameters = config.find_unused_parameters;
   ddp_options.reducer.compression = parse_grad_compression(config.grad_compression);
+  ddp_options.reducer.loss_prescaled = true;  // backward runs on ddp.scale_loss(loss): no division pass
   s.gradient_comm = make_gradient_comm(s.backend, comm, s.device, config.collective_timeout);
   s.ddp = std::make_unique<DistributedDataParallel>(s.model, s.gradient_comm ? *s.gradient_comm : comm, ddp_options);
   on_all_then_agree(comm, [&] { s.optimizer = make_optimizer(config, s.model->parameters()); });
@@ -275,7 +276,7 @@ TrainResult Trainer::run() {
           AutocastScope autocast(c.amp, s.device.device.type());
           loss = F::cross_entropy(s.model->forward(x).to(at::kFloat), labels);
         }
-        at::Tensor scaled = loss / c.grad_accum_steps;
+        at::Tensor scaled = s.ddp->scale_loss(loss / c.grad_accum_steps);
         if (!local_only) s.ddp->prepare_for_backward(scaled);
         scaled.backward();
         step_loss += loss.item<double>() / c.grad_accum_steps;

@@ -127,6 +127,23 @@ TEST_F(ReducerTest, BucketedEqualsFlatAllreduce) {
       << "buckets must start during backward, not in finalize()";
 }
 
+TEST_F(ReducerTest, PrescaledLossEqualsAveraging) {
+  auto averaged = make_net();
+  DistributedDataParallel ddp_avg(averaged, comm, tiny_buckets());
+  const at::Tensor x = rank_input(comm.rank(), 16);
+  step(ddp_avg, *averaged, x, true);
+
+  auto summed = make_net();
+  DdpOptions options = tiny_buckets();
+  options.reducer.loss_prescaled = true;
+  DistributedDataParallel ddp_sum(summed, comm, options);
+  auto loss = ddp_sum.scale_loss(summed->forward(x, true).pow(2).mean());
+  ddp_sum.prepare_for_backward(loss);
+  loss.backward();
+  ddp_sum.finalize();
+  EXPECT_LE(max_relative_error(grads_of(*summed), grads_of(*averaged)), 1e-6);
+}
+
 TEST_F(ReducerTest, DefaultBucketsEqualFlatAllreduce) {
   auto net = make_net();
   DistributedDataParallel ddp(net, comm);

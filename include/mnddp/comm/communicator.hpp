@@ -27,6 +27,8 @@ class CommWork {
   // made to wait for the result instead of blocking the host; host backends ignore it.
   virtual void wait(void* consumer_stream = nullptr) = 0;
   virtual bool is_completed() = 0;
+  // Seconds the collective itself ran (queueing excluded), once completed; 0 where unknown.
+  virtual double busy_seconds() { return 0.0; }
 };
 
 class Communicator {

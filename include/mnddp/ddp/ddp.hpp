@@ -34,6 +34,9 @@ class DistributedDataParallel {
   // (waits for the buckets and writes averaged gradients).
   void prepare_for_backward(const at::Tensor& loss) { reducer_->prepare_for_backward(loss); }
   void finalize() { reducer_->finalize(); }
+  // The loss to call backward() on: divided by the world size when the reducer sums pre-divided
+  // gradients (ReducerOptions::loss_prescaled), unchanged otherwise.
+  at::Tensor scale_loss(const at::Tensor& loss) const;
   // Before each optimizer step's first backward (instead of the optimizer's zero_grad).
   void zero_grad() { reducer_->zero_grad(); }
 

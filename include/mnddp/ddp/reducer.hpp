@@ -29,13 +29,16 @@ struct ReducerOptions {
   // walking the autograd graph from the loss), so their buckets are not held back until finalize().
   bool find_unused_parameters = false;
   GradCompression compression = GradCompression::None;
+  // The caller multiplied the loss by 1/world_size (DistributedDataParallel::scale_loss), so the
+  // gradients arrive pre-divided and buckets are summed: one pass over the gradients less per step.
+  bool loss_prescaled = false;
 };
 
 // Timings of the last synchronised step, for benchmarks and the log.
 struct ReducerStats {
   std::size_t buckets_launched_in_backward = 0;  // started before finalize(): overlapped
   double finalize_wait_s = 0.0;                  // time finalize() blocked on communication
-  double comm_s = 0.0;                           // first launch to last completion
+  double comm_s = 0.0;                           // time the all-reduces themselves ran, summed
 };
 
 class Reducer {
@@ -90,7 +93,6 @@ class Reducer {
   std::vector<bool> ready_;
   std::size_t next_launch_ = 0;
   bool warned_missing_ = false;
-  std::chrono::steady_clock::time_point first_launch_;
   ReducerStats stats_;
 };
 

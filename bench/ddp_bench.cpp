@@ -1,0 +1,223 @@
+// DDP engine benchmarks (run under mpirun; results go to docs/BENCHMARKS.md):
+//   sync      gradient sync of the Reducer vs one raw MPI_Allreduce of the same bytes in one flat buffer
+//   overlap   exposed communication: time finalize() waits, as a share of the all-reduce time
+//   overhead  1 rank: a training step with DDP vs the same step without it
+// Each pair is measured alternately in one run; medians are reported.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <mpi.h>
+#include <torch/nn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/ddp/ddp.hpp"
+#include "mnddp/model/models.hpp"
+
+using namespace mnddp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct BenchModel {
+  std::string name;
+  std::shared_ptr<Classifier> net;
+  std::vector<std::int64_t> input_shape;
+};
+
+// mlp50m: 784-4096-4096-4096-4096-10, 53.6M parameters. convnet: the trainer's ConvNet on 3x32x32.
+BenchModel make_bench_model(const std::string& name) {
+  torch::manual_seed(1);
+  ModelSpec spec;
+  spec.num_classes = 10;
+  if (name == "mlp50m") {
+    spec.name = "mlp";
+    spec.input_shape = {784};
+    spec.hidden = 4096;
+    spec.layers = 4;
+  } else {
+    spec.name = "convnet";
+    spec.input_shape = {3, 32, 32};
+    spec.hidden = 64;
+    spec.layers = 4;
+  }
+  return {name, make_model(spec), spec.input_shape};
+}
+
+// As the trainer runs it: the loss is divided by the world size, buckets are summed.
+DdpOptions trainer_options() {
+  DdpOptions options;
+  options.reducer.loss_prescaled = true;
+  return options;
+}
+
+void fill_gradients(torch::nn::Module& net) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : net.parameters()) p.mutable_grad() = at::randn_like(p);
+}
+
+// `single_bucket`: every gradient in one bucket, to separate the machinery's cost from that of
+// splitting the all-reduce into buckets (which pays off only when backward overlaps).
+void bench_sync(MpiComm& world, const std::string& model_name, int reps, bool single_bucket = false) {
+  BenchModel model = make_bench_model(model_name);
+  DdpOptions options = trainer_options();
+  if (single_bucket) options.reducer.limits.first_cap_bytes = options.reducer.limits.cap_bytes = std::size_t{1} << 40;
+  DistributedDataParallel ddp(model.net, world, options);
+  Reducer& reducer = ddp.reducer();
+  const auto params = model.net->parameters();
+  std::int64_t numel = 0;
+  for (const auto& p : params) numel += p.numel();
+  // First synchronised step establishes the gradients as bucket views.
+  fill_gradients(*model.net);
+  for (std::size_t i = params.size(); i-- > 0;) reducer.mark_ready(i);
+  reducer.finalize();
+  at::Tensor flat = at::randn({numel});
+
+  std::vector<double> ours;
+  std::vector<double> raw;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    world.barrier();
+    auto t = Clock::now();
+    for (std::size_t i = params.size(); i-- > 0;) reducer.mark_ready(i);  // what the hooks do in backward
+    reducer.finalize();
+    const double ours_s = seconds_since(t);
+    world.barrier();
+    t = Clock::now();
+    MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr<float>(), static_cast<int>(numel), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    const double raw_s = seconds_since(t);
+    if (rep >= 2) {  // the first rounds fault pages in
+      ours.push_back(ours_s);
+      raw.push_back(raw_s);
+    }
+  }
+  // Every rank's time counts: a collective is as slow as its slowest rank.
+  double times[2] = {median(ours), median(raw)};
+  MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (world.is_root()) {
+    const double bytes = static_cast<double>(numel) * 4.0;
+    const double bus = 2.0 * (world.size() - 1) / world.size();
+    std::printf("%-8s %12.1f %10zu %12.2f %12.2f %10.2f %10.2f %8.3f\n", model.name.c_str(), bytes / 1e6,
+                reducer.bucket_members().size(), times[0] * 1e3, times[1] * 1e3, bytes / times[0] / 1e9 * bus,
+                bytes / times[1] / 1e9 * bus, times[1] / times[0]);
+  }
+}
+
+// One training step: forward, loss, backward (buckets fly), finalize.
+double train_step(Classifier& model, DistributedDataParallel* ddp, const at::Tensor& x, const at::Tensor& y) {
+  const auto t = Clock::now();
+  if (ddp != nullptr) {
+    ddp->zero_grad();
+  } else {
+    for (auto& p : model.parameters())
+      if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+  at::Tensor loss = torch::nn::functional::cross_entropy(model.forward(x), y);
+  if (ddp != nullptr) loss = ddp->scale_loss(loss);
+  if (ddp != nullptr) ddp->prepare_for_backward(loss);
+  loss.backward();
+  if (ddp != nullptr) ddp->finalize();
+  return seconds_since(t);
+}
+
+void bench_overlap(MpiComm& world, const std::string& model_name, std::int64_t batch, int reps) {
+  BenchModel model = make_bench_model(model_name);
+  DistributedDataParallel ddp(model.net, world, trainer_options());
+  std::vector<std::int64_t> shape = {batch};
+  shape.insert(shape.end(), model.input_shape.begin(), model.input_shape.end());
+  const at::Tensor x = at::randn(shape);
+  const at::Tensor y = at::randint(0, 10, {batch});
+  std::vector<double> step;
+  std::vector<double> exposed;
+  std::vector<double> comm;
+  std::vector<double> launched;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    const double s = train_step(*model.net, &ddp, x, y);
+    if (rep < 2) continue;
+    const ReducerStats& stats = ddp.reducer().last_stats();
+    step.push_back(s);
+    exposed.push_back(stats.finalize_wait_s);
+    comm.push_back(stats.comm_s);
+    launched.push_back(static_cast<double>(stats.buckets_launched_in_backward));
+  }
+  if (world.is_root()) {
+    const double share = median(exposed) / median(comm);
+    std::printf("%-8s %6ld %10zu %10.0f %10.2f %12.2f %12.2f %10.1f%%\n", model.name.c_str(), static_cast<long>(batch),
+                ddp.reducer().bucket_members().size(), median(launched), median(step) * 1e3, median(comm) * 1e3,
+                median(exposed) * 1e3, share * 100.0);
+  }
+}
+
+void bench_overhead(MpiComm& world, const std::string& model_name, std::int64_t batch, int reps) {
+  BenchModel with = make_bench_model(model_name);
+  BenchModel without = make_bench_model(model_name);
+  DistributedDataParallel ddp(with.net, world, trainer_options());
+  std::vector<std::int64_t> shape = {batch};
+  shape.insert(shape.end(), with.input_shape.begin(), with.input_shape.end());
+  const at::Tensor x = at::randn(shape);
+  const at::Tensor y = at::randint(0, 10, {batch});
+  std::vector<double> ddp_s;
+  std::vector<double> plain_s;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    const double a = train_step(*with.net, &ddp, x, y);
+    const double b = train_step(*without.net, nullptr, x, y);
+    if (rep < 2) continue;
+    ddp_s.push_back(a);
+    plain_s.push_back(b);
+  }
+  if (world.is_root())
+    std::printf("%-8s %6ld %12.2f %12.2f %+10.2f%%\n", with.name.c_str(), static_cast<long>(batch), median(ddp_s) * 1e3,
+                median(plain_s) * 1e3, (median(ddp_s) / median(plain_s) - 1.0) * 100.0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  const std::string mode = argc > 1 ? argv[1] : "sync";
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 10;
+  at::set_num_threads(1);
+  {
+    MpiComm world;
+    if (mode == "sync") {
+      if (world.is_root())
+        std::printf(
+            "# gradient sync, %d ranks, median of %d: reducer (buckets, async) vs one raw "
+            "MPI_Allreduce(SUM) of the same bytes\n%-8s %12s %10s %12s %12s %10s %10s %8s\n",
+            world.size(), reps, "model", "size(MB)", "buckets", "ours(ms)", "raw(ms)", "busbw", "raw_busbw", "ratio");
+      bench_sync(world, "convnet", reps);
+      bench_sync(world, "convnet", reps, /*single_bucket=*/true);
+      bench_sync(world, "mlp50m", reps);
+    } else if (mode == "overlap") {
+      if (world.is_root())
+        std::printf(
+            "# overlap, %d ranks, median of %d steps: exposed = time finalize() waits / all-reduce time\n"
+            "%-8s %6s %10s %10s %10s %12s %12s %11s\n",
+            world.size(), reps, "model", "batch", "buckets", "in_bwd", "step(ms)", "comm(ms)", "exposed(ms)",
+            "exposed");
+      bench_overlap(world, "convnet", 64, reps);
+      bench_overlap(world, "mlp50m", 64, reps);
+    } else if (mode == "overhead") {
+      if (world.is_root())
+        std::printf("# DDP machinery on %d rank(s), median of %d alternating steps\n%-8s %6s %12s %12s %11s\n",
+                    world.size(), reps, "model", "batch", "ddp(ms)", "plain(ms)", "overhead");
+      bench_overhead(world, "convnet", 64, reps);
+      bench_overhead(world, "mlp50m", 64, reps);
+    } else {
+      if (world.is_root()) std::fprintf(stderr, "usage: mnddp-bench-ddp sync|overlap|overhead [reps]\n");
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}

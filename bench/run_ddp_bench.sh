@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the DDP engine benchmarks (issue: DDP engine) and prints the tables for docs/BENCHMARKS.md.
+# Usage: bench/run_ddp_bench.sh [reps]   (after scripts/test.sh or a build in ./build)
+set -euo pipefail
+source "$(dirname "$0")/../scripts/common.sh"
+mnddp_mpi_env
+reps="${1:-30}"
+bin="$MNDDP_BUILD_DIR/bench/mnddp-bench-ddp"
+[ -x "$bin" ] || die "build first: $bin is missing"
+echo "# $(date -u +%Y-%m-%d) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+mpirun -np 2 --oversubscribe "$bin" sync "$reps"
+mpirun -np 2 --oversubscribe "$bin" overlap "$reps"
+mpirun -np 1 "$bin" overhead "$reps"
