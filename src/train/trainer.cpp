@@ -23,6 +23,7 @@
 #include "mnddp/model/models.hpp"
 #include "mnddp/observe/metrics.hpp"
 #include "mnddp/train/device.hpp"
+#include "mnddp/train/loss_scaler.hpp"
 #include "mnddp/train/optim.hpp"
 
 namespace mnddp {
@@ -78,6 +79,8 @@ struct Trainer::State {
   std::shared_ptr<Classifier> model;
   std::unique_ptr<DistributedDataParallel> ddp;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<LossScaler> scaler;  // enabled for --amp fp16
+  std::int64_t skipped_steps = 0;      // steps skipped for inf/NaN gradients (fp16)
   MetricsWriter metrics;
 
   std::int64_t steps_per_epoch = 0;
@@ -95,8 +98,6 @@ struct Trainer::State {
 void Trainer::State::set_up() {
   if (config.amp == "fp16" && device.device.is_cpu())
     throw UsageError("--amp fp16: float16 autocast needs a CUDA device; use --amp bf16 on CPU");
-  if (config.amp == "fp16")
-    throw UsageError("--amp fp16: needs the dynamic loss scaler, which this version does not have; use --amp bf16");
   if (!config.checkpoint_dir.empty())
     spdlog::warn("--checkpoint-dir '{}': this version does not write checkpoints yet; training continues without",
                  config.checkpoint_dir);
@@ -217,6 +218,9 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, Communicato
   s.gradient_comm = make_gradient_comm(s.backend, comm, s.device, config.collective_timeout);
   s.ddp = std::make_unique<DistributedDataParallel>(s.model, s.gradient_comm ? *s.gradient_comm : comm, ddp_options);
   on_all_then_agree(comm, [&] { s.optimizer = make_optimizer(config, s.model->parameters()); });
+  LossScalerOptions scaling;
+  scaling.enabled = config.amp == "fp16";
+  s.scaler = std::make_unique<LossScaler>(scaling, s.device.device);
 
   spdlog::info("model {}: {} parameters; {} training samples in {} shards, sample shape [{}]", config.model,
                parameter_count(*s.model), s.train_index.num_samples(), s.train_index.shards.size(),
@@ -276,14 +280,22 @@ TrainResult Trainer::run() {
           AutocastScope autocast(c.amp, s.device.device.type());
           loss = F::cross_entropy(s.model->forward(x).to(at::kFloat), labels);
         }
-        at::Tensor scaled = s.ddp->scale_loss(loss / c.grad_accum_steps);
+        at::Tensor scaled = s.ddp->scale_loss(s.scaler->scale(loss / c.grad_accum_steps));
         if (!local_only) s.ddp->prepare_for_backward(scaled);
         scaled.backward();
         step_loss += loss.item<double>() / c.grad_accum_steps;
       }
       s.ddp->finalize();
-      if (c.grad_clip > 0.0) torch::nn::utils::clip_grad_norm_(s.model->parameters(), c.grad_clip);
-      s.optimizer->step();
+      // Gradients are identical on every rank now, so every rank takes (or skips) the same step.
+      if (s.scaler->unscale(s.model->parameters())) {
+        if (c.grad_clip > 0.0) torch::nn::utils::clip_grad_norm_(s.model->parameters(), c.grad_clip);
+        s.optimizer->step();
+      } else {
+        ++s.skipped_steps;
+        spdlog::warn("step {}: inf/NaN gradients under fp16 loss scale {}; step skipped", step + 1,
+                     s.scaler->current_scale());
+      }
+      s.scaler->update();
       ++step;
       ++interval_steps;
       interval_loss += step_loss;

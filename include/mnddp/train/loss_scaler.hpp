@@ -1,0 +1,42 @@
+// Dynamic loss scaling for fp16 autocast, as torch.cuda.amp.GradScaler does it: the loss is
+// multiplied by a large scale so small fp16 gradients do not flush to zero; after the all-reduce the
+// gradients are unscaled and checked; a step with inf/NaN gradients is skipped and the scale halved,
+// and after `growth_interval` clean steps the scale doubles.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace mnddp {
+
+struct LossScalerOptions {
+  bool enabled = false;
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int growth_interval = 2000;
+};
+
+class LossScaler {
+ public:
+  LossScaler(LossScalerOptions options, c10::Device device);
+
+  bool enabled() const { return options_.enabled; }
+  // loss * scale (the loss unchanged when disabled).
+  at::Tensor scale(const at::Tensor& loss) const;
+  // Divides the gradients by the scale in place and returns whether all are finite. Called on the
+  // all-reduced gradients, which are identical on every rank, so every rank gets the same answer.
+  bool unscale(const std::vector<at::Tensor>& parameters);
+  // After the step (taken or skipped): halve on overflow, grow after enough clean steps.
+  void update();
+  double current_scale() const;
+
+ private:
+  LossScalerOptions options_;
+  at::Tensor scale_;           // float32 [1] on the device
+  at::Tensor growth_tracker_;  // int32 [1]: clean steps since the last change
+  at::Tensor found_inf_;       // float32 [1]: set by unscale()
+};
+
+}  // namespace mnddp
