@@ -7,6 +7,7 @@ find_package(Boost 1.70 REQUIRED COMPONENTS program_options)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3.9 REQUIRED)
+find_package(ZLIB REQUIRED)  # CRC-32 checksums of checkpoint arrays
 
 # --- HDF5: must be the MPI-enabled build -------------------------------------------------------
 set(HDF5_PREFER_PARALLEL TRUE)

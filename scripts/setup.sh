@@ -9,7 +9,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev python3-venv clang-format git
+  libgtest-dev zlib1g-dev python3-venv clang-format git
 )
 
 missing=()

@@ -174,6 +174,10 @@ std::vector<OptionSpec> build_table() {
   t.group("Training");
   t.add("epochs", &C::epochs, "passes over the training data", at_least(1));
   t.add("max-steps", &C::max_steps, "stop after this many optimizer steps; 0: no limit", at_least<std::int64_t>(0));
+  t.add("steps-per-run", &C::steps_per_run,
+        "stop after this many steps of this invocation, with a checkpoint, for job chains (the schedule still "
+        "spans max-steps/epochs); 0: no limit",
+        at_least<std::int64_t>(0));
   t.add("grad-accum-steps", &C::grad_accum_steps, "micro-steps per optimizer step (gradient accumulation)",
         at_least(1));
   t.choice("amp", &C::amp, "automatic mixed precision (fp16 needs CUDA)", {"off", "bf16", "fp16"});
@@ -189,6 +193,11 @@ std::vector<OptionSpec> build_table() {
   t.add("keep-last", &C::keep_last, "checkpoints to keep", at_least(1));
   t.add("resume", &C::resume, "auto (newest valid checkpoint in checkpoint-dir), none, or a checkpoint path",
         not_empty());
+
+  t.add("checkpoint-minutes", &C::checkpoint_minutes, "also checkpoint every this many minutes; 0 disables",
+        at_least(0.0));
+  t.add("preempt-signals", &C::preempt_signals,
+        "signals that make every rank checkpoint at the next step and exit with code 3 (comma list)", any_text());
 
   t.group("Logging");
   t.add("log-interval", &C::log_interval, "log and record metrics every this many steps", at_least<std::int64_t>(1));

@@ -15,6 +15,7 @@
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
 #include "mnddp/log.hpp"
+#include "mnddp/preemption.hpp"
 #include "mnddp/runtime.hpp"
 #include "mnddp/train/device.hpp"
 #include "mnddp/train/trainer.hpp"
@@ -101,7 +102,7 @@ int train(Runtime& runtime, const std::vector<std::string>& args) {
     }
     std::fflush(stdout);
   }
-  return kExitOk;
+  return result.preempted ? kExitPreempted : kExitOk;
 }
 
 }  // namespace

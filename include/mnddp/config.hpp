@@ -50,7 +50,8 @@ struct TrainingConfig {
 
   // --- training ---
   int epochs = 1;
-  std::int64_t max_steps = 0;  // optimizer steps; 0: no limit
+  std::int64_t max_steps = 0;      // optimizer steps; 0: no limit
+  std::int64_t steps_per_run = 0;  // stop (checkpointed) after this many steps of this invocation; 0: no limit
   int grad_accum_steps = 1;
   std::string amp = "off";  // off | bf16 | fp16
   std::int64_t seed = 42;
@@ -60,7 +61,9 @@ struct TrainingConfig {
   std::string checkpoint_dir;            // empty: no checkpoints
   std::int64_t checkpoint_interval = 0;  // steps; 0: only at the end
   int keep_last = 3;
-  std::string resume = "auto";  // auto | none | PATH
+  std::string resume = "auto";                // auto | none | PATH
+  double checkpoint_minutes = 0.0;            // also checkpoint every this many minutes; 0: off
+  std::string preempt_signals = "USR2,TERM";  // checkpoint and exit with code 3 on these
 
   // --- logging ---
   std::int64_t log_interval = 10;              // steps

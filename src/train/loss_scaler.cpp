@@ -36,4 +36,9 @@ void LossScaler::update() {
 
 double LossScaler::current_scale() const { return scale_.item<double>(); }
 
+void LossScaler::load_state(double scale, int growth_tracker) {
+  scale_.fill_(scale);
+  growth_tracker_.fill_(growth_tracker);
+}
+
 }  // namespace mnddp

@@ -14,6 +14,9 @@
 #include <chrono>
 #include <optional>
 
+#include "mnddp/ckpt/checkpoint_manager.hpp"
+#include "mnddp/ckpt/training_state.hpp"
+#include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/data/h5_reader.hpp"
 #include "mnddp/data/loader.hpp"
 #include "mnddp/data/sampler.hpp"
@@ -22,6 +25,7 @@
 #include "mnddp/error.hpp"
 #include "mnddp/model/models.hpp"
 #include "mnddp/observe/metrics.hpp"
+#include "mnddp/preemption.hpp"
 #include "mnddp/train/device.hpp"
 #include "mnddp/train/loss_scaler.hpp"
 #include "mnddp/train/optim.hpp"
@@ -65,7 +69,7 @@ class AutocastScope {
 struct Trainer::State {
   TrainingConfig config;
   RankInfo rank;
-  Communicator& comm;  // control: metrics, validation counts, agreement
+  MpiComm& comm;  // control: metrics, validation counts, agreement, checkpoint I/O
   DeviceChoice device;
   std::string backend;                          // what carries gradients: mpi | nccl
   std::shared_ptr<Communicator> gradient_comm;  // NCCL when chosen; else `comm` carries gradients
@@ -86,21 +90,32 @@ struct Trainer::State {
   std::int64_t steps_per_epoch = 0;
   std::int64_t total_steps = 0;
 
-  State(const TrainingConfig& c, const RankInfo& r, Communicator& m)
+  std::unique_ptr<CheckpointManager> checkpoints;  // when --checkpoint-dir is set
+  TrainingPosition start;                          // where run() begins (from --resume)
+  std::int64_t last_saved_step = -1;
+  Clock::time_point last_save_time = Clock::now();
+
+  State(const TrainingConfig& c, const RankInfo& r, MpiComm& m)
       : config(c), rank(r), comm(m), metrics(r.is_root() ? c.metrics_file : std::string()) {}
 
   void set_up();
+  void resume_if_asked();
+  TrainingStateRefs state_refs();
+  // Collective: whether to checkpoint after this step (interval, time, or a preemption signal on
+  // any rank). Sets `preempted` when a signal is the reason.
+  bool checkpoint_due(std::int64_t step, bool& preempted);
+  void save(const TrainingPosition& position);
   at::Tensor to_tensor(const HostBatch& batch, at::Tensor& labels) const;
   void check_labels(const HostBatch& batch, const ShardIndex& index) const;
   void evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result);
 };
 
 void Trainer::State::set_up() {
+  if (config.steps_per_run > 0 && config.checkpoint_dir.empty())
+    throw UsageError(fmt::format("--steps-per-run {}: needs --checkpoint-dir, or the next run could not continue",
+                                 config.steps_per_run));
   if (config.amp == "fp16" && device.device.is_cpu())
     throw UsageError("--amp fp16: float16 autocast needs a CUDA device; use --amp bf16 on CPU");
-  if (!config.checkpoint_dir.empty())
-    spdlog::warn("--checkpoint-dir '{}': this version does not write checkpoints yet; training continues without",
-                 config.checkpoint_dir);
 
   // Metadata: rank 0 scans the shards once; everyone gets the broadcast index.
   train_index = scan_shards_collective(comm, config.train_data, "--train-data", config.x_name, config.y_name);
@@ -201,7 +216,52 @@ void Trainer::State::evaluate(std::int64_t step, std::int64_t epoch, TrainResult
   metrics.write(EvalMetrics{step, epoch, result.val_loss, result.val_accuracy, result.val_samples});
 }
 
-Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, Communicator& comm)
+TrainingStateRefs Trainer::State::state_refs() {
+  return TrainingStateRefs{*model, *optimizer, config.optimizer, *scaler, device.device};
+}
+
+void Trainer::State::resume_if_asked() {
+  const std::string path = CheckpointManager::resolve_resume(comm, config.checkpoint_dir, config.resume);
+  if (path.empty()) {
+    if (config.resume == "auto" && !config.checkpoint_dir.empty())
+      spdlog::info("no checkpoint in '{}': starting from scratch", config.checkpoint_dir);
+    return;
+  }
+  start = read_training_state(path, comm, state_refs());
+  last_saved_step = start.step;
+  const std::int64_t global_batch = rank.world_size * config.batch_size;
+  if (start.world_size * start.batch_size != global_batch)
+    spdlog::warn(
+        "resuming '{}' with a global batch of {} where it was written with {} ({} ranks x {}): the sample "
+        "order from here on differs from the original run",
+        path, global_batch, start.world_size * start.batch_size, start.world_size, start.batch_size);
+  spdlog::info("resumed from '{}': step {}, epoch {}, {} global batches into the epoch (written by {} ranks)", path,
+               start.step, start.epoch, start.global_batches_done, start.world_size);
+}
+
+bool Trainer::State::checkpoint_due(std::int64_t step, bool& preempted) {
+  if (!checkpoints) return false;
+  const bool interval = config.checkpoint_interval > 0 && step % config.checkpoint_interval == 0;
+  const bool time = config.checkpoint_minutes > 0 && seconds_since(last_save_time) >= config.checkpoint_minutes * 60.0;
+  // One small all-reduce per step: every rank sees the signal and the clock as rank-wide maxima.
+  std::int64_t flags[2] = {preemption_requested() ? 1 : 0, time ? 1 : 0};
+  comm.allreduce(flags, 2, DType::I64, ReduceOp::Max);
+  preempted = flags[0] != 0;
+  return interval || flags[1] != 0 || preempted;
+}
+
+void Trainer::State::save(const TrainingPosition& position) {
+  const auto started = Clock::now();
+  const std::string ini = to_ini(config);
+  const std::string path = checkpoints->save(position.step, [&](ParallelCheckpointWriter& writer) {
+    write_training_state(writer, comm, state_refs(), position, ini);
+  });
+  last_saved_step = position.step;
+  last_save_time = Clock::now();
+  spdlog::info("checkpoint '{}' written in {:.2f} s", path, seconds_since(started));
+}
+
+Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& comm)
     : state_(std::make_unique<State>(config, rank, comm)) {
   State& s = *state_;
   on_all_then_agree(comm, [&] { s.device = select_device(config.device, rank); });
@@ -221,6 +281,13 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, Communicato
   LossScalerOptions scaling;
   scaling.enabled = config.amp == "fp16";
   s.scaler = std::make_unique<LossScaler>(scaling, s.device.device);
+  if (!config.checkpoint_dir.empty()) {
+    s.checkpoints = std::make_unique<CheckpointManager>(config.checkpoint_dir, config.keep_last, comm, comm.handle());
+    std::vector<int> signals;
+    on_all_then_agree(comm, [&] { signals = parse_signal_list(config.preempt_signals); });
+    install_preemption_handlers(signals);
+  }
+  s.resume_if_asked();
 
   spdlog::info("model {}: {} parameters; {} training samples in {} shards, sample shape [{}]", config.model,
                parameter_count(*s.model), s.train_index.num_samples(), s.train_index.shards.size(),
@@ -244,20 +311,27 @@ TrainResult Trainer::run() {
   TrainResult result;
   namespace F = torch::nn::functional;
 
-  std::int64_t step = 0;
-  double interval_loss = 0.0;
+  std::int64_t step = s.start.step;
+  double interval_loss = s.start.interval_loss;
+  std::int64_t interval_steps = s.start.interval_steps;
   double interval_data_wait = 0.0;
-  std::int64_t interval_steps = 0;
   auto interval_start = Clock::now();
+  bool stop = false;       // this invocation ends after the current step (checkpointed)
+  bool preempted = false;  // ... because of a preemption signal
   s.model->train();
 
-  for (std::int64_t epoch = 0; epoch < c.epochs && step < s.total_steps; ++epoch) {
+  for (std::int64_t epoch = s.start.epoch; epoch < c.epochs && step < s.total_steps; ++epoch) {
     result.epochs = epoch + 1;
     auto indices = s.sampler->epoch_indices(epoch);
     indices.resize(static_cast<std::size_t>(s.steps_per_epoch * c.grad_accum_steps * c.batch_size));
+    // A resumed epoch skips the global batches already consumed; each rank drops its slice of them.
+    const std::int64_t done = epoch == s.start.epoch ? s.start.global_batches_done : 0;
+    indices.erase(indices.begin(), indices.begin() + static_cast<std::ptrdiff_t>(done * c.batch_size));
     Loader loader(*s.train_reader, std::move(indices), c.batch_size, c.prefetch_batches);
+    bool save_after_eval = false;
 
-    for (std::int64_t epoch_step = 0; epoch_step < s.steps_per_epoch && step < s.total_steps; ++epoch_step) {
+    for (std::int64_t epoch_step = done / c.grad_accum_steps; epoch_step < s.steps_per_epoch && step < s.total_steps;
+         ++epoch_step) {
       const double lr = scheduled_lr(c, step, s.total_steps);
       set_learning_rate(*s.optimizer, lr);
       s.ddp->zero_grad();  // in place: gradients are views into the DDP buckets and stay so
@@ -322,9 +396,38 @@ TrainResult Trainer::run() {
         interval_steps = 0;
         interval_start = Clock::now();
       }
+
+      // A preemption signal or the end of --steps-per-run stops this invocation after a checkpoint.
+      const bool budget_spent = c.steps_per_run > 0 && step - s.start.step >= c.steps_per_run;
+      const bool due = s.checkpoint_due(step, preempted) || budget_spent;
+      stop = preempted || budget_spent;
+      if (due) {
+        if (epoch_step + 1 == s.steps_per_epoch) {
+          save_after_eval = true;  // the epoch's validation belongs before the checkpoint
+        } else {
+          s.save({step, epoch, (epoch_step + 1) * c.grad_accum_steps, s.rank.world_size, c.batch_size, interval_loss,
+                  interval_steps});
+        }
+      }
+      if (stop) break;
     }
-    s.evaluate(step, epoch, result);
+    const bool epoch_complete = !stop || save_after_eval;
+    if (epoch_complete) s.evaluate(step, epoch, result);
+    if (save_after_eval) s.save({step, epoch + 1, 0, s.rank.world_size, c.batch_size, interval_loss, interval_steps});
+    if (stop) {
+      result.preempted = preempted;
+      result.stopped_early = !preempted;
+      if (preempted)
+        spdlog::warn("preemption signal {}: checkpointed at step {}; exiting with code {}", preemption_signal(), step,
+                     kExitPreempted);
+      else
+        spdlog::info("--steps-per-run {} reached: checkpointed at step {}", c.steps_per_run, step);
+      break;
+    }
   }
+  // The final state is always kept when checkpointing.
+  if (s.checkpoints && !result.preempted && !result.stopped_early && s.last_saved_step != step)
+    s.save({step, c.epochs, 0, s.rank.world_size, c.batch_size, interval_loss, interval_steps});
   result.steps = step;
   return result;
 }

@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
 #include <vector>
 
 namespace mnddp {
@@ -31,6 +32,10 @@ class LossScaler {
   // After the step (taken or skipped): halve on overflow, grow after enough clean steps.
   void update();
   double current_scale() const;
+
+  // For checkpoints: the scale and the clean-step counter, and putting them back.
+  std::pair<at::Tensor, at::Tensor> state() const { return {scale_, growth_tracker_}; }
+  void load_state(double scale, int growth_tracker);
 
  private:
   LossScalerOptions options_;

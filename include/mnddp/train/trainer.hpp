@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "mnddp/comm/communicator.hpp"
+#include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/config.hpp"
 #include "mnddp/runtime.hpp"
 
@@ -23,11 +23,13 @@ struct TrainResult {
   double val_accuracy = 0.0;  // exact: summed counts over all ranks
   double val_loss = 0.0;
   std::int64_t val_samples = 0;
+  bool preempted = false;      // stopped early on a preemption signal, after a checkpoint
+  bool stopped_early = false;  // stopped by --steps-per-run, after a checkpoint
 };
 
 class Trainer {
  public:
-  Trainer(const TrainingConfig& config, const RankInfo& rank, Communicator& comm);
+  Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& comm);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

@@ -1,0 +1,83 @@
+// The checkpoint file: named typed arrays and string attributes in one HDF5 file. Written with
+// parallel HDF5 (MPI-IO, collective metadata) where every rank writes a disjoint row range of every
+// array; read serially. Each array carries a CRC-32 of its bytes, checked on every read. Torch-free:
+// the torch side (training_state.hpp) turns modules and optimizers into arrays.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mnddp/comm/communicator.hpp"
+
+namespace mnddp {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+
+// One array to store: replicated state (every rank passes the same bytes), so any rank can write
+// any part of it.
+struct ArrayView {
+  std::string path;  // "model/fc.weight": groups are created as needed
+  DType dtype = DType::F32;
+  std::vector<std::int64_t> shape;  // empty: a scalar
+  const void* data = nullptr;
+};
+
+struct ArrayData {
+  DType dtype = DType::F32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint8_t> bytes;
+  std::int64_t numel() const;
+};
+
+std::uint32_t checksum(const void* data, std::size_t bytes);  // CRC-32 (zlib)
+
+class ParallelCheckpointWriter {
+ public:
+  // Collective over `comm`: creates (truncates) `path`.
+  ParallelCheckpointWriter(MPI_Comm comm, const std::string& path);
+  ~ParallelCheckpointWriter();  // closes if close() was not reached (an error is on its way)
+  ParallelCheckpointWriter(const ParallelCheckpointWriter&) = delete;
+  ParallelCheckpointWriter& operator=(const ParallelCheckpointWriter&) = delete;
+
+  // Collective, same arguments on every rank: creates the dataset and writes it, rank r taking
+  // rows [r*n/W, (r+1)*n/W) of the first dimension (ranks with no rows still join the write).
+  void write(const ArrayView& array);
+  // Collective, same arguments on every rank: a string attribute on the file's root group.
+  void set_attribute(const std::string& name, const std::string& value);
+  // Collective: closes the file; after this the bytes are on their way to storage.
+  void close();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Serial, read-only, no file locking. Throws UsageError naming the file for anything unreadable and
+// for a checksum mismatch.
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(const std::string& path);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool has_attribute(const std::string& name) const;
+  std::string attribute(const std::string& name) const;
+  bool has_array(const std::string& path) const;
+  // Names of the arrays (datasets) directly under `group`, sorted.
+  std::vector<std::string> list(const std::string& group) const;
+  ArrayData read(const std::string& path) const;  // verifies the checksum
+  void verify_all() const;                        // reads and checks every array in the file
+
+ private:
+  struct Impl;
+  std::string path_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mnddp

@@ -1,0 +1,47 @@
+// CheckpointManager: the checkpoint directory. Saves atomically (write step-N.h5.tmp collectively,
+// agree that every rank succeeded, rename, fsync the directory, then replace `latest` by
+// write-and-rename), keeps the newest keep_last, removes stale *.tmp at start, and picks the
+// checkpoint to resume from, verifying checksums and falling back to an older one if needed.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mnddp/ckpt/checkpoint_file.hpp"
+#include "mnddp/comm/communicator.hpp"
+
+namespace mnddp {
+
+class CheckpointManager {
+ public:
+  // Collective. Root creates the directory and removes stale *.tmp files from crashed writes.
+  CheckpointManager(std::string directory, int keep_last, Communicator& comm, MPI_Comm mpi_comm);
+
+  // Collective. `write` fills the file (every rank calls it with the same state). Returns the
+  // committed path. Throws (on every rank) if any rank failed; the previous checkpoints and
+  // `latest` are untouched then.
+  std::string save(std::int64_t step, const std::function<void(ParallelCheckpointWriter&)>& write);
+
+  // Collective. For --resume: "none" gives ""; "auto" the newest checkpoint in `directory` that
+  // verifies (warning about each one skipped), or "" if there is none (or no directory); a path must
+  // verify or it is an error.
+  static std::string resolve_resume(Communicator& comm, const std::string& directory, const std::string& resume);
+
+  const std::string& directory() const { return directory_; }
+  // Committed checkpoints, oldest first (root's view of the directory).
+  std::vector<std::string> committed() const;
+  static std::vector<std::string> committed_in(const std::string& directory);
+  static std::string file_name(std::int64_t step);  // "step-00000123.h5"
+
+ private:
+  std::string directory_;
+  int keep_last_;
+  Communicator& comm_;
+  MPI_Comm mpi_comm_;
+};
+
+}  // namespace mnddp

@@ -1,0 +1,49 @@
+// What a checkpoint holds, taken from and put back into live torch objects: parameters, buffers
+// and optimizer state by parameter name; the loss scaler; per-rank RNG states; the position in
+// training. Writing is collective (every rank calls with the same replicated state); reading is
+// done by rank 0 and broadcast.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <string>
+
+#include "mnddp/ckpt/checkpoint_file.hpp"
+#include "mnddp/comm/communicator.hpp"
+#include "mnddp/train/loss_scaler.hpp"
+
+namespace mnddp {
+
+// Where training stands. `global_batches_done` counts this epoch's micro-batches consumed, in units
+// of the global batch (world_size x batch_size), so it keeps its meaning on another world size.
+struct TrainingPosition {
+  std::int64_t step = 0;   // optimizer steps done
+  std::int64_t epoch = 0;  // the epoch in progress (or about to start)
+  std::int64_t global_batches_done = 0;
+  std::int64_t world_size = 1;
+  std::int64_t batch_size = 1;  // per rank, when written
+  // The log interval in progress, so a resumed run logs the same losses as an uninterrupted one.
+  double interval_loss = 0.0;
+  std::int64_t interval_steps = 0;
+};
+
+struct TrainingStateRefs {
+  torch::nn::Module& model;
+  torch::optim::Optimizer& optimizer;
+  const std::string& optimizer_kind;  // sgd | adamw
+  LossScaler& scaler;
+  c10::Device device;
+};
+
+// Collective over `comm`: every rank calls it with the same replicated state. `config_ini` and the
+// versions are stored as attributes.
+void write_training_state(ParallelCheckpointWriter& writer, Communicator& comm, const TrainingStateRefs& state,
+                          const TrainingPosition& position, const std::string& config_ini);
+
+// Collective: rank 0 reads `path` (checksums verified) and every rank receives the state. Throws
+// UsageError naming the checkpoint when it does not fit the model (a missing or misshapen parameter).
+TrainingPosition read_training_state(const std::string& path, Communicator& comm, const TrainingStateRefs& state);
+
+}  // namespace mnddp

@@ -1,0 +1,241 @@
+// Training state <-> checkpoint arrays: everything by name, nothing by pointer.
+#include "mnddp/ckpt/training_state.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <mpi.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <chrono>
+#include <ctime>
+#include <optional>
+
+#include "mnddp/build_config.hpp"
+#include "mnddp/comm/tensor_comm.hpp"
+#include "mnddp/error.hpp"
+
+namespace mnddp {
+namespace {
+
+at::ScalarType scalar_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return at::kFloat;
+    case DType::F64:
+      return at::kDouble;
+    case DType::F16:
+      return at::kHalf;
+    case DType::BF16:
+      return at::kBFloat16;
+    case DType::I32:
+      return at::kInt;
+    case DType::I64:
+      return at::kLong;
+    case DType::U8:
+      return at::kByte;
+  }
+  throw std::logic_error("scalar_type_of: unknown dtype");
+}
+
+// Writes `tensor` (any device) under `path`; the host copy lives until the write returns.
+void write_tensor(ParallelCheckpointWriter& writer, const std::string& path, const at::Tensor& tensor) {
+  const at::Tensor host = tensor.detach().to(at::kCPU).contiguous();
+  ArrayView view;
+  view.path = path;
+  view.dtype = to_comm_dtype(host.scalar_type());
+  view.shape.assign(host.sizes().begin(), host.sizes().end());
+  view.data = host.data_ptr();
+  writer.write(view);
+}
+
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm parts{};
+  gmtime_r(&now, &parts);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+std::string mpi_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string version(text, static_cast<std::size_t>(length));
+  return version.substr(0, version.find_first_of(",\n"));
+}
+
+// Rank 0 reads, everyone receives; a missing array is nullopt on every rank.
+class RootFetcher {
+ public:
+  RootFetcher(const std::string& path, Communicator& comm) : path_(path), comm_(comm) {
+    on_root_then_agree(comm_, [&] { reader_.emplace(path_); });
+  }
+
+  std::optional<at::Tensor> fetch(const std::string& name) {
+    ArrayData data;
+    std::int64_t present = 0;
+    on_root_then_agree(comm_, [&] {
+      present = reader_->has_array(name) ? 1 : 0;
+      if (present) data = reader_->read(name);
+    });
+    comm_.broadcast(&present, 1, DType::I64, 0);
+    if (!present) return std::nullopt;
+    std::int64_t header[2] = {static_cast<std::int64_t>(data.dtype), static_cast<std::int64_t>(data.shape.size())};
+    comm_.broadcast(header, 2, DType::I64, 0);
+    data.dtype = static_cast<DType>(header[0]);
+    data.shape.resize(static_cast<std::size_t>(header[1]));
+    if (!data.shape.empty()) comm_.broadcast(data.shape.data(), data.shape.size(), DType::I64, 0);
+    at::Tensor out = at::empty(data.shape, at::TensorOptions().dtype(scalar_type_of(data.dtype)));
+    if (comm_.is_root() && out.nbytes() > 0) std::memcpy(out.data_ptr(), data.bytes.data(), out.nbytes());
+    if (out.numel() > 0) broadcast(comm_, out, 0);
+    return out;
+  }
+
+  at::Tensor require(const std::string& name, at::IntArrayRef expected_shape) {
+    auto tensor = fetch(name);
+    if (!tensor)
+      throw UsageError(fmt::format("checkpoint '{}' has no '{}': it was written for a different model", path_, name));
+    if (tensor->sizes() != expected_shape)
+      throw UsageError(fmt::format("checkpoint '{}': '{}' has shape [{}] but the model has [{}]", path_, name,
+                                   fmt::join(tensor->sizes(), ", "), fmt::join(expected_shape, ", ")));
+    return *tensor;
+  }
+
+  std::int64_t integer_attribute(const std::string& name) { return std::stoll(text_attribute(name)); }
+  double real_attribute(const std::string& name) { return std::stod(text_attribute(name)); }
+
+  std::string text_attribute(const std::string& name) {
+    std::string value;
+    on_root_then_agree(comm_, [&] { value = reader_->attribute(name); });
+    broadcast_string(comm_, value, 0);
+    return value;
+  }
+
+ private:
+  std::string path_;
+  Communicator& comm_;
+  std::optional<CheckpointReader> reader_;  // rank 0 only
+};
+
+}  // namespace
+
+void write_training_state(ParallelCheckpointWriter& writer, Communicator& comm, const TrainingStateRefs& state,
+                          const TrainingPosition& position, const std::string& config_ini) {
+  for (const auto& item : state.model.named_parameters()) write_tensor(writer, "model/" + item.key(), item.value());
+  for (const auto& item : state.model.named_buffers()) write_tensor(writer, "buffers/" + item.key(), item.value());
+
+  auto& optimizer_state = state.optimizer.state();
+  for (const auto& item : state.model.named_parameters()) {
+    const auto found = optimizer_state.find(item.value().unsafeGetTensorImpl());
+    if (found == optimizer_state.end()) continue;  // no step taken yet for this parameter
+    const std::string prefix = "optimizer/" + item.key() + "/";
+    if (state.optimizer_kind == "sgd") {
+      const auto& sgd = static_cast<const torch::optim::SGDParamState&>(*found->second);
+      if (sgd.momentum_buffer().defined()) write_tensor(writer, prefix + "momentum_buffer", sgd.momentum_buffer());
+    } else {
+      const auto& adamw = static_cast<const torch::optim::AdamWParamState&>(*found->second);
+      write_tensor(writer, prefix + "exp_avg", adamw.exp_avg());
+      write_tensor(writer, prefix + "exp_avg_sq", adamw.exp_avg_sq());
+      write_tensor(writer, prefix + "step", at::scalar_tensor(adamw.step(), at::kLong));
+    }
+  }
+  const auto [scale, growth] = state.scaler.state();
+  write_tensor(writer, "scaler/scale", scale);
+  write_tensor(writer, "scaler/growth_tracker", growth);
+
+  // Per-rank RNG (dropout streams differ by rank): gathered into one [world, bytes] array.
+  at::Tensor rng;
+  {
+    auto generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    rng = generator.get_state();
+  }
+  at::Tensor all = at::empty({comm.size(), rng.numel()}, at::kByte);
+  comm.allgather(rng.data_ptr(), all.data_ptr(), static_cast<std::size_t>(rng.numel()), DType::U8);
+  write_tensor(writer, "rng/cpu", all);
+
+  writer.set_attribute("format_version", std::to_string(kCheckpointFormatVersion));
+  writer.set_attribute("step", std::to_string(position.step));
+  writer.set_attribute("epoch", std::to_string(position.epoch));
+  writer.set_attribute("global_batches_done", std::to_string(position.global_batches_done));
+  writer.set_attribute("world_size", std::to_string(position.world_size));
+  writer.set_attribute("batch_size", std::to_string(position.batch_size));
+  writer.set_attribute("interval_loss", fmt::format("{}", position.interval_loss));  // shortest exact text
+  writer.set_attribute("interval_steps", std::to_string(position.interval_steps));
+  writer.set_attribute("optimizer", state.optimizer_kind);
+  writer.set_attribute("config", config_ini);
+  writer.set_attribute("mnddp_version", build::kVersion);
+  writer.set_attribute("torch_version", build::kTorchVersion);
+  writer.set_attribute("hdf5_version", build::kHdf5Version);
+  writer.set_attribute("mpi_version", mpi_version());
+  // Every rank writes the same attribute value, so rank 0's clock decides.
+  std::string created = comm.is_root() ? utc_now() : std::string();
+  broadcast_string(comm, created, 0);
+  writer.set_attribute("created", created);
+}
+
+TrainingPosition read_training_state(const std::string& path, Communicator& comm, const TrainingStateRefs& state) {
+  RootFetcher file(path, comm);
+  torch::NoGradGuard no_grad;
+  for (auto& item : state.model.named_parameters()) {
+    at::Tensor& param = item.value();
+    param.copy_(file.require("model/" + item.key(), param.sizes()));
+  }
+  for (auto& item : state.model.named_buffers()) {
+    at::Tensor& buffer = item.value();
+    buffer.copy_(file.require("buffers/" + item.key(), buffer.sizes()));
+  }
+
+  auto& optimizer_state = state.optimizer.state();
+  optimizer_state.clear();
+  for (const auto& item : state.model.named_parameters()) {
+    const at::Tensor& param = item.value();
+    const std::string prefix = "optimizer/" + item.key() + "/";
+    auto on_device = [&](const at::Tensor& t) { return t.to(param.device()); };
+    if (state.optimizer_kind == "sgd") {
+      auto momentum = file.fetch(prefix + "momentum_buffer");
+      if (!momentum) continue;
+      auto restored = std::make_unique<torch::optim::SGDParamState>();
+      restored->momentum_buffer(on_device(*momentum));
+      optimizer_state[param.unsafeGetTensorImpl()] = std::move(restored);
+    } else {
+      auto exp_avg = file.fetch(prefix + "exp_avg");
+      if (!exp_avg) continue;
+      auto restored = std::make_unique<torch::optim::AdamWParamState>();
+      restored->exp_avg(on_device(*exp_avg));
+      restored->exp_avg_sq(on_device(file.require(prefix + "exp_avg_sq", param.sizes())));
+      restored->step(file.require(prefix + "step", {}).item<std::int64_t>());
+      optimizer_state[param.unsafeGetTensorImpl()] = std::move(restored);
+    }
+  }
+  const at::Tensor scale = file.require("scaler/scale", {1});
+  const at::Tensor growth = file.require("scaler/growth_tracker", {1});
+  state.scaler.load_state(scale.item<double>(), growth.item<int>());
+
+  TrainingPosition position;
+  position.step = file.integer_attribute("step");
+  position.epoch = file.integer_attribute("epoch");
+  position.global_batches_done = file.integer_attribute("global_batches_done");
+  position.world_size = file.integer_attribute("world_size");
+  position.batch_size = file.integer_attribute("batch_size");
+  position.interval_loss = file.real_attribute("interval_loss");
+  position.interval_steps = file.integer_attribute("interval_steps");
+
+  // Each rank continues its own RNG stream; ranks the old run did not have start a fresh,
+  // deterministic one.
+  auto rng = file.fetch("rng/cpu");
+  if (rng && comm.rank() < rng->size(0)) {
+    auto generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state((*rng)[comm.rank()].clone());  // own storage: set_state ignores a view's offset
+  } else {
+    at::manual_seed(static_cast<std::uint64_t>(position.step) * 7919ULL + static_cast<std::uint64_t>(comm.rank()));
+  }
+  return position;
+}
+
+}  // namespace mnddp

@@ -1,0 +1,63 @@
+// Preemption signal handling: a flag set by an async-signal-safe handler.
+#include "mnddp/preemption.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "mnddp/error.hpp"
+
+namespace mnddp {
+namespace {
+
+std::atomic<int> g_signal{0};
+
+extern "C" void on_preemption_signal(int signal) { g_signal.store(signal, std::memory_order_relaxed); }
+
+int signal_from_name(std::string name) {
+  for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+  if (!name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) return std::atoi(name.c_str());
+  static const std::pair<const char*, int> kNames[] = {{"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+                                                       {"INT", SIGINT},   {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
+                                                       {"XCPU", SIGXCPU}};
+  for (const auto& [known, number] : kNames)
+    if (name == known) return number;
+  return 0;
+}
+
+}  // namespace
+
+std::vector<int> parse_signal_list(const std::string& spec) {
+  std::vector<int> signals;
+  std::stringstream items(spec);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (item.empty()) continue;
+    const int number = signal_from_name(item);
+    if (number <= 0 || number >= NSIG || number == SIGKILL || number == SIGSTOP)
+      throw UsageError(
+          fmt::format("--preempt-signals: '{}' is not a signal that can be caught (e.g. USR2,TERM)", item));
+    signals.push_back(number);
+  }
+  return signals;
+}
+
+void install_preemption_handlers(const std::vector<int>& signals) {
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = on_preemption_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int signal : signals) sigaction(signal, &action, nullptr);
+}
+
+bool preemption_requested() { return g_signal.load(std::memory_order_relaxed) != 0; }
+int preemption_signal() { return g_signal.load(std::memory_order_relaxed); }
+
+}  // namespace mnddp
