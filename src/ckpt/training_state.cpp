@@ -106,7 +106,6 @@ class RootFetcher {
   }
 
   std::int64_t integer_attribute(const std::string& name) { return std::stoll(text_attribute(name)); }
-  double real_attribute(const std::string& name) { return std::stod(text_attribute(name)); }
 
   std::string text_attribute(const std::string& name) {
     std::string value;
@@ -158,13 +157,17 @@ void write_training_state(ParallelCheckpointWriter& writer, Communicator& comm, 
   comm.allgather(rng.data_ptr(), all.data_ptr(), static_cast<std::size_t>(rng.numel()), DType::U8);
   write_tensor(writer, "rng/cpu", all);
 
+  // The log interval in progress differs by rank (each its own samples): one value per rank.
+  at::Tensor interval = at::empty({comm.size()}, at::kDouble);
+  comm.allgather(&position.interval_loss, interval.data_ptr(), 1, DType::F64);
+  write_tensor(writer, "progress/interval_loss", interval);
+
   writer.set_attribute("format_version", std::to_string(kCheckpointFormatVersion));
   writer.set_attribute("step", std::to_string(position.step));
   writer.set_attribute("epoch", std::to_string(position.epoch));
   writer.set_attribute("global_batches_done", std::to_string(position.global_batches_done));
   writer.set_attribute("world_size", std::to_string(position.world_size));
   writer.set_attribute("batch_size", std::to_string(position.batch_size));
-  writer.set_attribute("interval_loss", fmt::format("{}", position.interval_loss));  // shortest exact text
   writer.set_attribute("interval_steps", std::to_string(position.interval_steps));
   writer.set_attribute("optimizer", state.optimizer_kind);
   writer.set_attribute("config", config_ini);
@@ -222,7 +225,9 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
   position.global_batches_done = file.integer_attribute("global_batches_done");
   position.world_size = file.integer_attribute("world_size");
   position.batch_size = file.integer_attribute("batch_size");
-  position.interval_loss = file.real_attribute("interval_loss");
+  const at::Tensor interval = file.require("progress/interval_loss", {position.world_size});
+  position.interval_loss =
+      comm.size() == position.world_size ? interval[comm.rank()].item<double>() : interval.mean().item<double>();
   position.interval_steps = file.integer_attribute("interval_steps");
 
   // Each rank continues its own RNG stream; ranks the old run did not have start a fresh,

@@ -5,7 +5,7 @@ set -uo pipefail
 : "${MNDDP_BIN:?}" "${MNDDP_DATA_BIN:?}" "${MPIEXEC:=mpirun}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mnddp-e2e.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
 FAILURES=0
 CASES=0
 
