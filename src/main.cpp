@@ -5,11 +5,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <boost/program_options.hpp>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "mnddp/build_config.hpp"
+#include "mnddp/ckpt/export.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/config.hpp"
 #include "mnddp/error.hpp"
@@ -28,6 +31,7 @@ constexpr const char* kUsage =
     "Usage: mnddp <command> [options]\n\n"
     "Commands:\n"
     "  train     train a model data-parallel (run under mpirun -np N or srun --mpi=pmix)\n"
+    "  export    write a checkpoint's model as a file torch.load reads (--checkpoint X --out model.pt)\n"
     "  version   print the versions mnddp was built with\n\n"
     "'mnddp train --help' lists every training option.\n";
 
@@ -65,6 +69,31 @@ void log_rank_table(Communicator& comm, const RankInfo& rank, const Trainer& tra
                   trainer.device_description(), trainer.backend(), threads);
   const auto lines = allgather_strings(comm, line);
   for (const auto& l : lines) spdlog::info("{}", l);
+}
+
+// mnddp export --checkpoint X --out model.pt: serial, no MPI needed.
+int export_command(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  po::options_description options("mnddp export");
+  options.add_options()("help,h", "show this help")("checkpoint", po::value<std::string>()->required(),
+                                                    "checkpoint file (step-N.h5)")(
+      "out", po::value<std::string>()->required(), "output file for torch.load (e.g. model.pt)");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::printf("Usage: mnddp export --checkpoint step-N.h5 --out model.pt\n%s",
+                [&] {
+                  std::ostringstream text;
+                  text << options;
+                  return text.str();
+                }()
+                    .c_str());
+    return kExitOk;
+  }
+  po::notify(vm);
+  export_checkpoint(vm["checkpoint"].as<std::string>(), vm["out"].as<std::string>());
+  std::printf("wrote %s\n", vm["out"].as<std::string>().c_str());
+  return kExitOk;
 }
 
 int train(Runtime& runtime, const std::vector<std::string>& args) {
@@ -116,6 +145,18 @@ int main(int argc, char** argv) {
   if (args[0] == "version" || args[0] == "--version") {
     print_versions();
     return kExitOk;
+  }
+  if (args[0] == "export") {
+    try {
+      h5_silence_default_errors();
+      return export_command({args.begin() + 1, args.end()});
+    } catch (const boost::program_options::error& e) {
+      std::fprintf(stderr, "mnddp: error: export: %s\n", e.what());
+      return kExitUsage;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "mnddp: error: %s\n", e.what());
+      return e.exit_code();
+    }
   }
   if (args[0] != "train") {
     std::fprintf(stderr, "mnddp: error: unknown command '%s' (try 'mnddp --help')\n", args[0].c_str());

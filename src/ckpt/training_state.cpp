@@ -170,6 +170,7 @@ void write_training_state(ParallelCheckpointWriter& writer, Communicator& comm, 
   writer.set_attribute("batch_size", std::to_string(position.batch_size));
   writer.set_attribute("interval_steps", std::to_string(position.interval_steps));
   writer.set_attribute("optimizer", state.optimizer_kind);
+  writer.set_attribute("sample_shape", fmt::format("{}", fmt::join(state.sample_shape, ",")));
   writer.set_attribute("config", config_ini);
   writer.set_attribute("mnddp_version", build::kVersion);
   writer.set_attribute("torch_version", build::kTorchVersion);

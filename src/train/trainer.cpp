@@ -185,6 +185,7 @@ void Trainer::State::check_labels(const HostBatch& batch, const ShardIndex& inde
 void Trainer::State::evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result) {
   if (!val_reader) return;
   torch::NoGradGuard no_grad;
+  ddp->sync_buffers();  // one model on every rank: rank 0's BatchNorm statistics
   model->eval();
   const auto indices = eval_indices(val_index->num_samples(), rank.world_size, rank.rank);
   Loader loader(*val_reader, indices, config.batch_size, config.prefetch_batches);
@@ -217,7 +218,7 @@ void Trainer::State::evaluate(std::int64_t step, std::int64_t epoch, TrainResult
 }
 
 TrainingStateRefs Trainer::State::state_refs() {
-  return TrainingStateRefs{*model, *optimizer, config.optimizer, *scaler, device.device};
+  return TrainingStateRefs{*model, *optimizer, config.optimizer, *scaler, device.device, train_index.sample_shape};
 }
 
 void Trainer::State::resume_if_asked() {
@@ -252,6 +253,7 @@ bool Trainer::State::checkpoint_due(std::int64_t step, bool& preempted) {
 
 void Trainer::State::save(const TrainingPosition& position) {
   const auto started = Clock::now();
+  ddp->sync_buffers();  // every rank writes a share of the same (rank 0's) buffers
   const std::string ini = to_ini(config);
   const std::string path = checkpoints->save(position.step, [&](ParallelCheckpointWriter& writer) {
     write_training_state(writer, comm, state_refs(), position, ini);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mnddp/ckpt/checkpoint_file.hpp"
 #include "mnddp/comm/communicator.hpp"
@@ -35,6 +36,7 @@ struct TrainingStateRefs {
   const std::string& optimizer_kind;  // sgd | adamw
   LossScaler& scaler;
   c10::Device device;
+  std::vector<std::int64_t> sample_shape;  // stored so readers can rebuild the model (load_checkpoint.py)
 };
 
 // Collective over `comm`: every rank calls it with the same replicated state. `config_ini` and the

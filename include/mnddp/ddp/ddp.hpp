@@ -53,6 +53,10 @@ class DistributedDataParallel {
   };
   NoSync no_sync() { return NoSync(*reducer_); }
 
+  // Rank 0's buffers to every rank now. Each rank's forward passes update its own BatchNorm
+  // statistics, so call this before evaluating or checkpointing, which need one agreed model.
+  void sync_buffers() { broadcast_buffers(); }
+
   // The signature compared across ranks: one "name shape dtype" line per parameter and buffer.
   std::string parameter_signature() const;
 

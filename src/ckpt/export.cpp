@@ -1,0 +1,67 @@
+// Checkpoint -> torch.load-able file, through torch::pickle_save (the format torch.save writes).
+#include "mnddp/ckpt/export.hpp"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/serialize.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "mnddp/ckpt/checkpoint_file.hpp"
+#include "mnddp/comm/tensor_comm.hpp"
+#include "mnddp/error.hpp"
+
+namespace mnddp {
+namespace {
+
+at::ScalarType scalar_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return at::kFloat;
+    case DType::F64:
+      return at::kDouble;
+    case DType::F16:
+      return at::kHalf;
+    case DType::BF16:
+      return at::kBFloat16;
+    case DType::I32:
+      return at::kInt;
+    case DType::I64:
+      return at::kLong;
+    case DType::U8:
+      return at::kByte;
+  }
+  throw std::logic_error("scalar_type: unknown dtype");
+}
+
+at::Tensor to_tensor(const ArrayData& array) {
+  at::Tensor out = at::empty(array.shape, at::TensorOptions().dtype(scalar_type(array.dtype)));
+  if (out.nbytes() > 0) std::memcpy(out.data_ptr(), array.bytes.data(), out.nbytes());
+  return out;
+}
+
+}  // namespace
+
+void export_checkpoint(const std::string& checkpoint, const std::string& out) {
+  CheckpointReader reader(checkpoint);
+  c10::Dict<std::string, at::Tensor> state;
+  for (const char* group : {"model", "buffers"}) {
+    // Names hold dots ("body.0.weight"), never slashes, so one level of listing finds them all.
+    for (const auto& name : reader.list(group))
+      state.insert(name, to_tensor(reader.read(fmt::format("{}/{}", group, name))));
+  }
+  if (state.empty()) throw UsageError(fmt::format("--checkpoint '{}': no model arrays in it", checkpoint));
+  c10::impl::GenericDict root(c10::StringType::get(), c10::AnyType::get());
+  root.insert(std::string("state_dict"), state);
+  root.insert(std::string("config"), reader.attribute("config"));
+  root.insert(std::string("sample_shape"), reader.attribute("sample_shape"));
+  root.insert(std::string("step"), static_cast<std::int64_t>(std::stoll(reader.attribute("step"))));
+  const std::vector<char> bytes = torch::pickle_save(root);
+  std::ofstream file(out, std::ios::binary | std::ios::trunc);
+  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!file.flush()) throw UsageError(fmt::format("--out: cannot write '{}': {}", out, std::strerror(errno)));
+}
+
+}  // namespace mnddp
