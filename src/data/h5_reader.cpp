@@ -3,14 +3,17 @@
 #include "mnddp/data/h5_reader.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <tuple>
 #include <type_traits>
 #include <vector>
 
+#include "mnddp/data/h5_types.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
 
@@ -56,14 +59,14 @@ std::vector<hsize_t> dims_of(hid_t dataset) {
 
 // Chunk cache policy. Unfiltered chunks: no cache, so HDF5 reads just the selected bytes (with a
 // cache it copies each whole touched chunk first, which made random 64-sample batches 1 MiB per
-// sample slower). Compressed chunks must be decoded whole anyway: cache a few so sequential
-// (evaluation) reads decode each chunk once, not once per batch; HDF5's 1 MiB default would
-// silently skip bigger chunks.
-H5Handle chunk_cache_access_list(hid_t dataset) {
-  constexpr std::size_t kChunksCached = 4;
+// sample slower). Compressed chunks must be decoded whole anyway: cache the chunks one batch of
+// consecutive samples touches (at least 4), so sequential reads (shard mode, evaluation) decode
+// each chunk once, not once per batch; HDF5's 1 MiB default would silently skip bigger chunks.
+H5Handle chunk_cache_access_list(hid_t dataset, std::int64_t batch_size) {
+  constexpr std::size_t kMinChunksCached = 4;
   constexpr std::size_t kMinBytes = std::size_t{1} << 20;
-  constexpr std::size_t kMaxBytes = std::size_t{64} << 20;
-  constexpr std::size_t kHashSlots = 521;  // a prime well above the chunks that fit
+  constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
+  constexpr std::size_t kHashSlots = 12421;  // a prime well above the chunks that fit
   H5Handle dapl(H5Pcreate(H5P_DATASET_ACCESS));
   H5Handle dcpl(H5Dget_create_plist(dataset));
   H5Handle type(H5Dget_type(dataset));
@@ -74,16 +77,19 @@ H5Handle chunk_cache_access_list(hid_t dataset) {
     const int rank = H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
     std::size_t chunk_bytes = H5Tget_size(type.get());
     for (int d = 0; d < rank; ++d) chunk_bytes *= chunk[static_cast<std::size_t>(d)];
-    bytes = std::clamp(kChunksCached * chunk_bytes, kMinBytes, kMaxBytes);
+    const std::size_t chunk_rows = rank > 0 ? std::max<std::size_t>(1, chunk[0]) : 1;
+    // +1: a batch that does not start on a chunk boundary straddles one more chunk.
+    const std::size_t per_batch = static_cast<std::size_t>(std::max<std::int64_t>(batch_size, 0)) / chunk_rows + 1;
+    bytes = std::clamp(std::max(kMinChunksCached, per_batch) * chunk_bytes, kMinBytes, kMaxBytes);
   }
   H5Pset_chunk_cache(dapl.get(), kHashSlots, bytes, H5D_CHUNK_CACHE_W0_DEFAULT);
   return dapl;
 }
 
-H5Handle open_dataset(hid_t file, const std::string& path, const std::string& name) {
+H5Handle open_dataset(hid_t file, const std::string& path, const std::string& name, std::int64_t batch_size) {
   H5Handle probe(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
   if (!probe) throw UsageError(fmt::format("'{}': cannot open dataset '{}': {}", path, name, h5_take_error()));
-  H5Handle dapl = chunk_cache_access_list(probe.get());
+  H5Handle dapl = chunk_cache_access_list(probe.get(), batch_size);
   // Closed first: a second open of a still-open dataset shares its chunk cache and ignores dapl.
   probe.reset();
   H5Handle dataset(H5Dopen2(file, name.c_str(), dapl.get()));
@@ -125,33 +131,74 @@ H5Handle select_rows(hid_t dataset, std::span<const Run> runs) {
   return select_runs(full.get(), runs, start, count);
 }
 
+// Applies the non-finite policy to one converted sample (row `row` of `path`). `warned` is the
+// shard's flag, so that Warn reports a file once however many of its samples are bad.
+void check_nonfinite(NonfinitePolicy policy, bool& warned, const std::string& path, const std::string& x_name,
+                     std::int64_t row, const float* values, std::size_t count) {
+  const float* bad = std::find_if(values, values + count, [](float v) { return !std::isfinite(v); });
+  if (bad == values + count) return;
+  const auto element = bad - values;
+  if (policy == NonfinitePolicy::Error)
+    throw UsageError(fmt::format(
+        "'{}': dataset '{}' sample {} holds a non-finite input ({} at element {}); --nonfinite-inputs error stops "
+        "here (warn or ignore let such values through)",
+        path, x_name, row, *bad, element));
+  if (policy == NonfinitePolicy::Warn && !warned) {
+    warned = true;
+    spdlog::warn(
+        "'{}': dataset '{}' sample {} holds a non-finite input ({} at element {}); passed on "
+        "(--nonfinite-inputs warn), further ones in this file are not reported",
+        path, x_name, row, *bad, element);
+  }
+}
+
 }  // namespace
+
+const char* nonfinite_policy_name(NonfinitePolicy policy) {
+  switch (policy) {
+    case NonfinitePolicy::Error:
+      return "error";
+    case NonfinitePolicy::Warn:
+      return "warn";
+    case NonfinitePolicy::Ignore:
+      return "ignore";
+  }
+  return "unknown";
+}
+
+NonfinitePolicy parse_nonfinite_policy(const std::string& text, const std::string& option) {
+  for (const auto policy : {NonfinitePolicy::Error, NonfinitePolicy::Warn, NonfinitePolicy::Ignore})
+    if (text == nonfinite_policy_name(policy)) return policy;
+  throw UsageError(fmt::format("{}: unknown policy '{}' (use error, warn or ignore)", option, text));
+}
 
 struct H5Reader::OpenShards {
   struct Shard {
     H5Handle file;
     H5Handle x;
     H5Handle y;
-    H5Handle x_memory_type;  // native form of x's file type (float for float16)
-    std::size_t x_element_bytes = 0;
+    H5Handle x_float_type;   // what read() asks HDF5 for: native form of x (float for float16)
+    H5Handle x_stored_type;  // what read_stored() asks for: x's own type in native byte order
+    H5Handle y_stored_type;
     ConvertFn convert = nullptr;
+    bool warned_nonfinite = false;
   };
   std::vector<Shard> shards;
   std::vector<std::int64_t> first_index;  // global index of each shard's first sample
-  // Scratch reused across calls; read() holds hdf5_mutex(), which also serialises their use.
+  // Scratch reused across calls; read_rows() holds hdf5_mutex(), which also serialises their use.
   std::vector<unsigned char> x_rows;
-  std::vector<std::int64_t> y_rows;
+  std::vector<unsigned char> y_rows;
 
   // Opens shard `number` on first use and checks it still matches what the index says about it.
-  void open(const ShardIndex& index, std::size_t number);
+  void open(const ShardIndex& index, std::size_t number, std::int64_t batch_size);
 };
 
-void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number) {
+void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number, std::int64_t batch_size) {
   const std::string& path = index.shards[number].path;
   Shard shard;
   shard.file = h5_open_read_only(path);
-  shard.x = open_dataset(shard.file.get(), path, index.x_name);
-  shard.y = open_dataset(shard.file.get(), path, index.y_name);
+  shard.x = open_dataset(shard.file.get(), path, index.x_name, batch_size);
+  shard.y = open_dataset(shard.file.get(), path, index.y_name, batch_size);
 
   // The index was made by a scan that may be old (or from another rank's view of the filesystem).
   const auto x_dims = dims_of(shard.x.get());
@@ -167,21 +214,24 @@ void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number) {
                     path, index.x_name, index.y_name, wanted));
 
   H5Handle file_type(H5Dget_type(shard.x.get()));
+  const auto stored = sample_type_of(file_type.get());
+  if (stored != index.sample_type)
+    throw UsageError(fmt::format("'{}' changed since it was scanned: dataset '{}' now holds {}, not {}", path,
+                                 index.x_name, h5_type_name(file_type.get()), sample_type_name(index.sample_type)));
   // HDF5 has no native half type; its soft conversion widens IEEE half to float exactly.
-  shard.x_memory_type =
-      H5Handle(index.sample_type == SampleType::F16 ? H5Tcopy(H5T_NATIVE_FLOAT)
-                                                    : H5Tget_native_type(file_type.get(), H5T_DIR_ASCEND));
-  if (!shard.x_memory_type)
-    throw UsageError(fmt::format("'{}': dataset '{}': {}", path, index.x_name, h5_take_error()));
-  shard.x_element_bytes = H5Tget_size(shard.x_memory_type.get());
-  shard.convert = converter_for(shard.x_memory_type.get());
+  shard.x_float_type =
+      index.sample_type == SampleType::F16 ? h5_memory_type(SampleType::F32) : h5_memory_type(index.sample_type);
+  shard.x_stored_type = h5_memory_type(index.sample_type);
+  shard.y_stored_type = h5_memory_type(index.label_type);
+  shard.convert = converter_for(shard.x_float_type.get());
   if (shard.convert == nullptr)
     throw UsageError(fmt::format("'{}': dataset '{}' has unsupported element type {}", path, index.x_name,
                                  h5_type_name(file_type.get())));
   shards[number] = std::move(shard);
 }
 
-H5Reader::H5Reader(ShardIndex index) : index_(std::move(index)), open_(std::make_unique<OpenShards>()) {
+H5Reader::H5Reader(ShardIndex index, H5ReaderOptions options)
+    : index_(std::move(index)), options_(options), open_(std::make_unique<OpenShards>()) {
   open_->shards.resize(index_.shards.size());
   std::int64_t first = 0;
   for (const auto& shard : index_.shards) {
@@ -193,9 +243,24 @@ H5Reader::H5Reader(ShardIndex index) : index_(std::move(index)), open_(std::make
 H5Reader::~H5Reader() = default;
 
 void H5Reader::read(std::span<const std::int64_t> indices, float* x_out, std::int64_t* y_out) {
+  if (y_out != nullptr && !index_.has_class_labels())
+    throw Error(fmt::format("H5Reader: dataset '{}' holds {} values, not integer labels (internal error)",
+                            index_.y_name, sample_type_name(index_.label_type)));
+  read_rows(indices, /*stored=*/false, x_out, y_out);
+}
+
+void H5Reader::read_stored(std::span<const std::int64_t> indices, void* x_out, void* y_out) {
+  read_rows(indices, /*stored=*/true, x_out, y_out);
+}
+
+void H5Reader::read_rows(std::span<const std::int64_t> indices, bool stored, void* x_out, void* y_out) {
   if (indices.empty()) return;
   const std::int64_t total = index_.num_samples();
   const auto numel = static_cast<std::size_t>(index_.sample_numel());
+  const std::size_t x_out_bytes = stored ? sample_type_size(index_.sample_type) : sizeof(float);
+  const std::size_t y_out_bytes = stored ? sample_type_size(index_.label_type) : sizeof(std::int64_t);
+  const bool check_finite =
+      !stored && is_float_type(index_.sample_type) && options_.nonfinite != NonfinitePolicy::Ignore;
 
   struct Request {
     std::size_t shard;
@@ -234,11 +299,14 @@ void H5Reader::read(std::span<const std::int64_t> indices, float* x_out, std::in
       rows.push_back(row);
     }
 
-    if (!open_->shards[number].x) open_->open(index_, number);
+    if (!open_->shards[number].x) open_->open(index_, number, options_.batch_size);
     auto& shard = open_->shards[number];
     const std::string& path = index_.shards[number].path;
-    open_->x_rows.resize(rows.size() * numel * shard.x_element_bytes);
-    open_->y_rows.resize(rows.size());
+    const hid_t x_type = stored ? shard.x_stored_type.get() : shard.x_float_type.get();
+    const hid_t y_type = stored ? shard.y_stored_type.get() : H5T_NATIVE_INT64;
+    const std::size_t row_bytes = numel * H5Tget_size(x_type);
+    open_->x_rows.resize(rows.size() * row_bytes);
+    open_->y_rows.resize(rows.size() * y_out_bytes);
 
     auto memory_dims = dims_of(shard.x.get());
     memory_dims[0] = rows.size();
@@ -246,21 +314,31 @@ void H5Reader::read(std::span<const std::int64_t> indices, float* x_out, std::in
     const hsize_t y_count = rows.size();
     H5Handle y_memory(H5Screate_simple(1, &y_count, nullptr));
     H5Handle x_file = select_rows(shard.x.get(), runs);
-    H5Handle y_file = select_rows(shard.y.get(), runs);
-    if (!x_memory || !y_memory || !x_file || !y_file ||
-        H5Dread(shard.x.get(), shard.x_memory_type.get(), x_memory.get(), x_file.get(), H5P_DEFAULT,
-                open_->x_rows.data()) < 0 ||
-        H5Dread(shard.y.get(), H5T_NATIVE_INT64, y_memory.get(), y_file.get(), H5P_DEFAULT, open_->y_rows.data()) < 0)
+    H5Handle y_file = y_out != nullptr ? select_rows(shard.y.get(), runs) : H5Handle();
+    if (!x_memory || !y_memory || !x_file || (y_out != nullptr && !y_file) ||
+        H5Dread(shard.x.get(), x_type, x_memory.get(), x_file.get(), H5P_DEFAULT, open_->x_rows.data()) < 0 ||
+        (y_out != nullptr &&
+         H5Dread(shard.y.get(), y_type, y_memory.get(), y_file.get(), H5P_DEFAULT, open_->y_rows.data()) < 0))
       throw UsageError(fmt::format("cannot read {} samples from '{}' (datasets '{}', '{}'): {}", rows.size(), path,
                                    index_.x_name, index_.y_name, h5_take_error()));
 
     // Scatter: requests are sorted by row, so one forward walk pairs each with its row.
     std::size_t row = 0;
-    const std::size_t row_bytes = numel * shard.x_element_bytes;
     for (std::size_t i = begin; i < end; ++i) {
       while (rows[row] != requests[i].row) ++row;
-      shard.convert(open_->x_rows.data() + row * row_bytes, x_out + requests[i].out * numel, numel);
-      y_out[requests[i].out] = open_->y_rows[row];
+      const unsigned char* x_row = open_->x_rows.data() + row * row_bytes;
+      void* x_target = static_cast<unsigned char*>(x_out) + requests[i].out * numel * x_out_bytes;
+      if (stored) {
+        std::memcpy(x_target, x_row, row_bytes);
+      } else {
+        shard.convert(x_row, static_cast<float*>(x_target), numel);
+        if (check_finite)
+          check_nonfinite(options_.nonfinite, shard.warned_nonfinite, path, index_.x_name, requests[i].row,
+                          static_cast<const float*>(x_target), numel);
+      }
+      if (y_out != nullptr)
+        std::memcpy(static_cast<unsigned char*>(y_out) + requests[i].out * y_out_bytes,
+                    open_->y_rows.data() + row * y_out_bytes, y_out_bytes);
     }
     begin = end;
   }

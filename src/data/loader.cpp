@@ -1,5 +1,5 @@
-// Loader: one background thread reads batches ahead of the trainer into a bounded queue, so HDF5
-// reads overlap compute; reader errors surface in the consumer's next() call.
+// Loader: one background thread reads and transforms batches ahead of the trainer into a bounded
+// queue, so HDF5 reads overlap compute; reader errors surface in the consumer's next() call.
 #include "mnddp/data/loader.hpp"
 
 #include <fmt/format.h>
@@ -11,11 +11,12 @@
 
 namespace mnddp {
 
-Loader::Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t batch_size, int prefetch_batches)
+Loader::Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t batch_size, LoaderOptions options)
     : reader_(reader),
       indices_(std::move(indices)),
       batch_size_(batch_size),
-      capacity_(static_cast<std::size_t>(std::max(1, prefetch_batches))) {
+      capacity_(static_cast<std::size_t>(std::max(1, options.prefetch_batches))),
+      transform_(options.transforms, reader.index()) {
   if (batch_size_ < 1) throw UsageError(fmt::format("--batch-size must be at least 1, got {}", batch_size_));
   const auto count = static_cast<std::int64_t>(indices_.size());
   num_batches_ = (count + batch_size_ - 1) / batch_size_;
@@ -53,6 +54,7 @@ void Loader::run() {
       batch.x.resize(static_cast<std::size_t>(size) * sample_numel);
       batch.y.resize(static_cast<std::size_t>(size));
       reader_.read(batch.ids, batch.x.data(), batch.y.data());
+      transform_.apply(batch.x.data(), size);
       {
         std::lock_guard lock(mutex_);
         ready_.push_back(std::move(batch));

@@ -1,17 +1,17 @@
-// Synthetic classification data: Gaussian class prototypes plus per-sample noise, written as
-// HDF5 shards (x float32 [n, shape...], y int64 [n]) that the trainer and the tests read.
+// Synthetic data: classification (Gaussian class prototypes plus per-sample noise) or regression
+// (a noisy linear function of Gaussian inputs), written as HDF5 shards through ShardWriter.
 #include "mnddp/data/synth.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <random>
 #include <regex>
 
-#include "mnddp/check.hpp"
+#include "mnddp/data/shard_writer.hpp"
 #include "mnddp/error.hpp"
-#include "mnddp/h5/h5_handle.hpp"
 #include "portable_random.hpp"
 
 namespace mnddp {
@@ -19,8 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::size_t kChunkBytes = std::size_t{1} << 20;  // ~1 MiB of samples per chunk
-constexpr std::size_t kChunksPerWrite = 8;                 // bounds memory for large shards
+constexpr std::size_t kBlockBytes = std::size_t{8} << 20;  // samples drawn per write: bounds memory
 // Generator streams: the prototypes, then each split, so the training samples do not change when
 // only --val-samples does (and vice versa).
 constexpr std::uint64_t kPrototypeStream = 0;
@@ -38,11 +37,15 @@ void validate(const SynthOptions& o) {
   if (o.shape.empty()) throw UsageError("--shape: a sample needs at least one dimension");
   for (auto d : o.shape)
     if (d < 1) throw UsageError(fmt::format("--shape: every dimension must be at least 1, got {}", d));
-  if (o.num_classes < 2) throw UsageError(fmt::format("--classes must be at least 2, got {}", o.num_classes));
+  if (o.task == SynthTask::Classification && o.num_classes < 2)
+    throw UsageError(fmt::format("--classes must be at least 2, got {}", o.num_classes));
   if (!(o.noise >= 0.0)) throw UsageError(fmt::format("--noise must be at least 0, got {}", o.noise));
   if (o.x_name.empty() || o.y_name.empty() || o.x_name == o.y_name)
     throw UsageError(fmt::format("--x-name '{}' and --y-name '{}' must be distinct and non-empty", o.x_name, o.y_name));
 }
+
+// Classification: one prototype per class. Regression: one weight vector.
+int prototype_count(const SynthOptions& o) { return o.task == SynthTask::Classification ? o.num_classes : 1; }
 
 std::string shard_name(const std::string& split, int number, int count) {
   const int width = std::max<int>(3, static_cast<int>(std::to_string(count - 1).size()));
@@ -64,74 +67,61 @@ void clear_earlier_output(const fs::path& dir, bool overwrite) {
   for (const auto& path : earlier) fs::remove(path);
 }
 
-void write_scalar_attribute(hid_t file, const char* name, hid_t type, const void* value) {
-  H5Handle space(H5Screate(H5S_SCALAR));
-  H5Handle attribute(H5Acreate2(file, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT));
-  MNDDP_H5_CHECK(attribute.get());
-  MNDDP_H5_CHECK(H5Awrite(attribute.get(), type, value));
-}
-
-// Writes one shard of `count` samples, drawing labels and noise from `rng` in sample order.
-void write_shard(const std::string& path, const SynthOptions& o, const std::vector<float>& prototypes,
-                 std::int64_t count, std::mt19937_64& rng, detail::NormalSource& normal) {
-  const auto numel = static_cast<std::size_t>(prototypes.size() / static_cast<std::size_t>(o.num_classes));
-  std::lock_guard lock(hdf5_mutex());
-  H5Handle file(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT));
-  if (!file) throw UsageError(fmt::format("cannot create '{}': {}", path, h5_take_error()));
-
-  std::vector<hsize_t> dims{static_cast<hsize_t>(count)};
-  dims.insert(dims.end(), o.shape.begin(), o.shape.end());
-  const auto chunk_rows = static_cast<hsize_t>(
-      std::clamp<std::int64_t>(static_cast<std::int64_t>(kChunkBytes / (numel * sizeof(float))), 1, count));
-  std::vector<hsize_t> chunk = dims;
-  chunk[0] = chunk_rows;
-  H5Handle links(H5Pcreate(H5P_LINK_CREATE));
-  MNDDP_H5_CHECK(H5Pset_create_intermediate_group(links.get(), 1));  // allows names like "train/images"
-  H5Handle x_space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-  H5Handle x_props(H5Pcreate(H5P_DATASET_CREATE));
-  MNDDP_H5_CHECK(H5Pset_chunk(x_props.get(), static_cast<int>(chunk.size()), chunk.data()));
-  H5Handle x(
-      H5Dcreate2(file.get(), o.x_name.c_str(), H5T_IEEE_F32LE, x_space.get(), links.get(), x_props.get(), H5P_DEFAULT));
-  MNDDP_H5_CHECK(x.get());
-  H5Handle y_space(H5Screate_simple(1, dims.data(), nullptr));
-  H5Handle y(
-      H5Dcreate2(file.get(), o.y_name.c_str(), H5T_STD_I64LE, y_space.get(), links.get(), H5P_DEFAULT, H5P_DEFAULT));
-  MNDDP_H5_CHECK(y.get());
-
-  const hsize_t block_rows = chunk_rows * kChunksPerWrite;
-  std::vector<float> x_block;
-  std::vector<std::int64_t> y_block;
-  for (hsize_t first = 0; first < static_cast<hsize_t>(count); first += block_rows) {
-    const hsize_t rows = std::min<hsize_t>(block_rows, static_cast<hsize_t>(count) - first);
-    x_block.resize(rows * numel);
-    y_block.resize(rows);
-    for (hsize_t r = 0; r < rows; ++r) {
+// Draws one block of samples in sample order from `rng` (so a different split into files gives
+// the same samples). Classification: a uniform label and its prototype plus noise. Regression:
+// standard normal inputs and y = <w, x> / sqrt(numel) + noise, with w the first "prototype".
+void draw_block(const SynthOptions& o, const std::vector<float>& prototypes, std::size_t numel, hsize_t rows,
+                std::mt19937_64& rng, detail::NormalSource& normal, std::vector<float>& x,
+                std::vector<std::int64_t>& labels, std::vector<float>& targets) {
+  x.resize(rows * numel);
+  for (hsize_t r = 0; r < rows; ++r) {
+    float* sample = x.data() + r * numel;
+    if (o.task == SynthTask::Classification) {
       const auto label =
           static_cast<std::int64_t>(detail::bounded_random(rng, static_cast<std::uint64_t>(o.num_classes)));
-      y_block[r] = label;
+      labels.push_back(label);
       const float* prototype = prototypes.data() + static_cast<std::size_t>(label) * numel;
-      float* sample = x_block.data() + r * numel;
       for (std::size_t i = 0; i < numel; ++i) sample[i] = prototype[i] + static_cast<float>(o.noise * normal.next(rng));
+    } else {
+      double dot = 0.0;
+      for (std::size_t i = 0; i < numel; ++i) {
+        sample[i] = static_cast<float>(normal.next(rng));
+        dot += static_cast<double>(prototypes[i]) * sample[i];
+      }
+      targets.push_back(static_cast<float>(dot / std::sqrt(static_cast<double>(numel)) + o.noise * normal.next(rng)));
     }
-    std::vector<hsize_t> start(dims.size(), 0);
-    std::vector<hsize_t> extent = dims;
-    start[0] = first;
-    extent[0] = rows;
-    H5Handle x_memory(H5Screate_simple(static_cast<int>(extent.size()), extent.data(), nullptr));
-    MNDDP_H5_CHECK(H5Sselect_hyperslab(x_space.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr));
-    MNDDP_H5_CHECK(H5Dwrite(x.get(), H5T_NATIVE_FLOAT, x_memory.get(), x_space.get(), H5P_DEFAULT, x_block.data()));
-    H5Handle y_memory(H5Screate_simple(1, &rows, nullptr));
-    MNDDP_H5_CHECK(H5Sselect_hyperslab(y_space.get(), H5S_SELECT_SET, &first, nullptr, &rows, nullptr));
-    MNDDP_H5_CHECK(H5Dwrite(y.get(), H5T_NATIVE_INT64, y_memory.get(), y_space.get(), H5P_DEFAULT, y_block.data()));
   }
+}
 
-  const int num_classes = o.num_classes;
-  const std::uint64_t seed = o.seed;
-  const double noise = o.noise;
-  write_scalar_attribute(file.get(), "num_classes", H5T_NATIVE_INT, &num_classes);
-  write_scalar_attribute(file.get(), "mnddp_synth_seed", H5T_NATIVE_UINT64, &seed);
-  write_scalar_attribute(file.get(), "mnddp_synth_noise", H5T_NATIVE_DOUBLE, &noise);
-  MNDDP_H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_LOCAL));
+// Writes one shard of `count` samples, drawing from `rng` in sample order.
+void write_shard(const std::string& path, const SynthOptions& o, const std::vector<float>& prototypes,
+                 std::int64_t count, std::mt19937_64& rng, detail::NormalSource& normal) {
+  const auto numel = static_cast<std::size_t>(prototypes.size() / static_cast<std::size_t>(prototype_count(o)));
+  ShardLayout layout;
+  layout.x_name = o.x_name;
+  layout.y_name = o.y_name;
+  layout.x_type = SampleType::F32;
+  layout.sample_shape = o.shape;
+  layout.y_type = o.task == SynthTask::Classification ? SampleType::I64 : SampleType::F32;
+  ShardWriter writer(path, count, layout);
+
+  const auto block_rows = static_cast<hsize_t>(
+      std::clamp<std::int64_t>(static_cast<std::int64_t>(kBlockBytes / (numel * sizeof(float))), 1, count));
+  std::vector<float> x;
+  std::vector<std::int64_t> labels;
+  std::vector<float> targets;
+  for (hsize_t first = 0; first < static_cast<hsize_t>(count); first += block_rows) {
+    const hsize_t rows = std::min<hsize_t>(block_rows, static_cast<hsize_t>(count) - first);
+    labels.clear();
+    targets.clear();
+    draw_block(o, prototypes, numel, rows, rng, normal, x, labels, targets);
+    writer.write(static_cast<std::int64_t>(first), static_cast<std::int64_t>(rows), x.data(),
+                 o.task == SynthTask::Classification ? static_cast<const void*>(labels.data()) : targets.data());
+  }
+  if (o.task == SynthTask::Classification) writer.write_attribute("num_classes", std::int64_t{o.num_classes});
+  writer.write_attribute("mnddp_synth_seed", static_cast<std::int64_t>(o.seed));
+  writer.write_attribute("mnddp_synth_noise", o.noise);
+  writer.commit();
 }
 
 // Writes `total` samples as `shards` files named <split>_NNN.h5 of near-equal size.
@@ -150,7 +140,7 @@ void write_split(const std::string& split, std::int64_t total, int shards, std::
 
 }  // namespace
 
-std::vector<std::string> write_synthetic_classification(const SynthOptions& options) {
+std::vector<std::string> write_synthetic_dataset(const SynthOptions& options) {
   validate(options);
   std::error_code error;
   fs::create_directories(options.out_dir, error);
@@ -160,7 +150,7 @@ std::vector<std::string> write_synthetic_classification(const SynthOptions& opti
 
   std::size_t numel = 1;
   for (auto d : options.shape) numel *= static_cast<std::size_t>(d);
-  std::vector<float> prototypes(numel * static_cast<std::size_t>(options.num_classes));
+  std::vector<float> prototypes(numel * static_cast<std::size_t>(prototype_count(options)));
   std::mt19937_64 rng(detail::mix_seed(options.seed, kPrototypeStream));
   detail::NormalSource normal;
   for (auto& value : prototypes) value = static_cast<float>(normal.next(rng));
@@ -173,6 +163,12 @@ std::vector<std::string> write_synthetic_classification(const SynthOptions& opti
     write_split("val", options.val_samples, val_shards, kValStream, options, prototypes, written);
   }
   return written;
+}
+
+std::vector<std::string> write_synthetic_classification(const SynthOptions& options) {
+  SynthOptions classification = options;
+  classification.task = SynthTask::Classification;
+  return write_synthetic_dataset(classification);
 }
 
 }  // namespace mnddp

@@ -119,6 +119,34 @@ TEST_F(DataMpi, TrainingSlicesAreDisjointAndEqualAcrossRanks) {
   }
 }
 
+TEST_F(DataMpi, ShardModeGivesEachRankWholeFilesDisjointlyWithEqualSteps) {
+  const ShardIndex index = train_index();
+  SamplerOptions options;
+  options.mode = PartitionMode::Shard;
+  options.shard_sizes = index.shard_sizes();
+  options.world_size = comm_->size();
+  options.rank = comm_->rank();
+  options.batch_size = 7;
+  options.seed = 3;
+  options.shuffle_buffer = 64;
+  const DistributedSampler sampler(options);
+  for (const std::int64_t epoch : {0, 1}) {
+    const auto mine = sampler.epoch_indices(epoch);
+    const auto n = static_cast<std::int64_t>(mine.size());
+    ASSERT_EQ(allreduce_min(*comm_, n), allreduce_max(*comm_, n)) << "ranks would run different step counts";
+    EXPECT_EQ(n, sampler.batches_per_epoch() * 7);
+    // Every sample comes from a file dealt to this rank, and no file is read by two ranks.
+    const auto files = sampler.shard_assignment(epoch)[static_cast<std::size_t>(comm_->rank())];
+    for (const auto i : mine) {
+      const std::size_t file = index.locate(i).first;
+      EXPECT_NE(std::find(files.begin(), files.end(), file), files.end()) << "sample " << i << " from file " << file;
+    }
+    std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(comm_->size()));
+    comm_->allgather(mine.data(), all.data(), mine.size(), DType::I64);
+    EXPECT_EQ(std::set<std::int64_t>(all.begin(), all.end()).size(), all.size()) << "a sample went to two ranks";
+  }
+}
+
 TEST_F(DataMpi, EvaluationSplitCountsEverySampleOnce) {
   const auto mine = eval_indices(kValSamples, comm_->size(), comm_->rank());
   const std::int64_t count = allreduce_sum(*comm_, static_cast<std::int64_t>(mine.size()));

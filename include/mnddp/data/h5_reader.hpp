@@ -6,27 +6,52 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "mnddp/data/shard_index.hpp"
 
 namespace mnddp {
 
+// What a NaN or infinity in a float input does. Error: UsageError naming file, dataset and sample.
+// Warn: one spdlog warning per file, values pass through. Ignore: values pass through silently.
+enum class NonfinitePolicy { Error, Warn, Ignore };
+const char* nonfinite_policy_name(NonfinitePolicy policy);  // "error", "warn", "ignore"
+// Throws UsageError naming `option` and the value when it is not one of the names above.
+NonfinitePolicy parse_nonfinite_policy(const std::string& text, const std::string& option);
+
+struct H5ReaderOptions {
+  NonfinitePolicy nonfinite = NonfinitePolicy::Error;
+  // Samples per read() call, when known: the chunk cache of compressed datasets then holds every
+  // chunk one batch of consecutive samples touches, so sequential reads decode each chunk once.
+  std::int64_t batch_size = 0;
+};
+
 class H5Reader {
  public:
-  explicit H5Reader(ShardIndex index);
+  explicit H5Reader(ShardIndex index, H5ReaderOptions options = {});
   ~H5Reader();
   H5Reader(const H5Reader&) = delete;
   H5Reader& operator=(const H5Reader&) = delete;
 
   const ShardIndex& index() const { return index_; }
+  const H5ReaderOptions& options() const { return options_; }
 
-  // Fills x_out (indices.size() * sample_numel floats) and y_out (indices.size() labels) in the
-  // order of `indices`. Thread-safe: every HDF5 call holds hdf5_mutex().
+  // Fills x_out (indices.size() * sample_numel floats) and y_out (indices.size() labels; may be
+  // null to skip the labels) in the order of `indices`. Applies the non-finite policy to float
+  // inputs. Thread-safe: every HDF5 call holds hdf5_mutex().
   void read(std::span<const std::int64_t> indices, float* x_out, std::int64_t* y_out);
+
+  // The same samples in their stored element types, native byte order, unchecked: x_out gets
+  // sample_numel elements of index().sample_type per sample, y_out (may be null) one element of
+  // index().label_type per sample. For tools that copy data without changing it.
+  void read_stored(std::span<const std::int64_t> indices, void* x_out, void* y_out);
 
  private:
   struct OpenShards;
+  void read_rows(std::span<const std::int64_t> indices, bool stored, void* x_out, void* y_out);
+
   ShardIndex index_;
+  H5ReaderOptions options_;
   std::unique_ptr<OpenShards> open_;
 };
 

@@ -1,5 +1,5 @@
-// Loader: a background thread reads batches ahead of the trainer into a bounded queue.
-// Data knows no torch: a batch is plain host memory plus the sample ids it holds.
+// Loader: a background thread reads batches ahead of the trainer into a bounded queue and applies
+// the input transforms. Data knows no torch: a batch is plain host memory plus its sample ids.
 #pragma once
 
 #include <condition_variable>
@@ -9,9 +9,11 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "mnddp/data/h5_reader.hpp"
+#include "mnddp/data/transforms.hpp"
 
 namespace mnddp {
 
@@ -23,11 +25,20 @@ struct HostBatch {
   std::vector<std::int64_t> ids;  // global sample indices
 };
 
+struct LoaderOptions {
+  int prefetch_batches = 4;     // batches kept ready ahead of the consumer (at least 1)
+  TransformOptions transforms;  // default: uint8 inputs scaled to [0, 1], nothing else
+};
+
 class Loader {
  public:
   // Reads `indices` in order, `batch_size` at a time (the last batch may be shorter), keeping at
-  // most `prefetch_batches` ready ahead of the consumer.
-  Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t batch_size, int prefetch_batches);
+  // most `options.prefetch_batches` ready ahead of the consumer. The non-finite input policy is the
+  // reader's (H5ReaderOptions). Throws UsageError when the transforms do not fit the data.
+  Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t batch_size, LoaderOptions options);
+  // Default transforms (uint8 scaled to [0, 1]).
+  Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t batch_size, int prefetch_batches)
+      : Loader(reader, std::move(indices), batch_size, LoaderOptions{prefetch_batches, {}}) {}
   ~Loader();  // stops and joins the thread
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -35,6 +46,7 @@ class Loader {
   // The next batch, or nullopt at the end. An exception thrown by the reader thread is rethrown here.
   std::optional<HostBatch> next();
   std::int64_t num_batches() const { return num_batches_; }
+  const BatchTransform& transform() const { return transform_; }
 
  private:
   void run();
@@ -43,6 +55,7 @@ class Loader {
   std::vector<std::int64_t> indices_;
   std::int64_t batch_size_;
   std::size_t capacity_;
+  BatchTransform transform_;
   std::int64_t num_batches_;
 
   std::mutex mutex_;
