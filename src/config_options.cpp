@@ -143,6 +143,17 @@ std::vector<OptionSpec> build_table() {
   t.add("prefetch-batches", &C::prefetch_batches, "batches the loader thread reads ahead", at_least(1));
   t.add("num-classes", &C::num_classes, "number of label classes (labels must be in [0, num-classes))", at_least(2));
 
+  t.choice("partition", &C::partition,
+           "sample: one global shuffle, any rank reads any file; shard: whole files per rank (locality at scale)",
+           {"sample", "shard"});
+  t.add("shuffle-buffer", &C::shuffle_buffer, "shard partition: samples shuffled together on each rank",
+        at_least<std::int64_t>(1));
+  t.choice("nonfinite-inputs", &C::nonfinite_inputs, "NaN or Inf in float inputs: stop with an error, warn, or ignore",
+           {"error", "warn", "ignore"});
+  t.add("scale-uint8", &C::scale_uint8, "divide uint8 inputs by 255", Check<bool>{});
+  t.add("feature-stats", &C::feature_stats,
+        "normalise each feature with the mean and std in this file (mnddp-data stats); empty: off", any_text());
+
   t.group("Model");
   t.choice("model", &C::model, "network to train", {"mlp", "convnet"});
   t.add("hidden", &C::hidden, "width of the hidden layers (MLP) or base channels (ConvNet)", at_least(1));

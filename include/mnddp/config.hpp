@@ -23,6 +23,11 @@ struct TrainingConfig {
   bool drop_last = true;
   int prefetch_batches = 4;
   int num_classes = 10;
+  std::string partition = "sample";        // sample | shard
+  std::int64_t shuffle_buffer = 4096;      // shard mode: samples shuffled together on each rank
+  std::string nonfinite_inputs = "error";  // error | warn | ignore: NaN/Inf in float inputs
+  bool scale_uint8 = true;                 // uint8 inputs are divided by 255
+  std::string feature_stats;               // mnddp-data stats file: per-feature normalisation; empty: off
 
   // --- model ---
   std::string model = "mlp";  // mlp | convnet

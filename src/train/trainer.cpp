@@ -17,6 +17,7 @@
 #include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/ckpt/training_state.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/data/feature_stats.hpp"
 #include "mnddp/data/h5_reader.hpp"
 #include "mnddp/data/loader.hpp"
 #include "mnddp/data/sampler.hpp"
@@ -87,6 +88,7 @@ struct Trainer::State {
   std::int64_t skipped_steps = 0;      // steps skipped for inf/NaN gradients (fp16)
   MetricsWriter metrics;
 
+  LoaderOptions loading;  // transforms shared by training and validation
   std::int64_t steps_per_epoch = 0;
   std::int64_t total_steps = 0;
 
@@ -129,6 +131,8 @@ void Trainer::State::set_up() {
 
   // Everything below is deterministic given the broadcast metadata, so it fails (or not) on every
   // rank alike; the caller agrees on the verdict.
+  check_label_range(train_index, config.num_classes, "--num-classes");
+  if (val_index) check_label_range(*val_index, config.num_classes, "--num-classes");
   SamplerOptions sampling;
   sampling.num_samples = train_index.num_samples();
   sampling.world_size = rank.world_size;
@@ -137,6 +141,9 @@ void Trainer::State::set_up() {
   sampling.seed = static_cast<std::uint64_t>(config.seed);
   sampling.shuffle = config.shuffle;
   sampling.drop_last = config.drop_last;
+  sampling.mode = parse_partition_mode(config.partition, "--partition");
+  sampling.shard_sizes = train_index.shard_sizes();
+  sampling.shuffle_buffer = config.shuffle_buffer;
   sampler = std::make_unique<DistributedSampler>(sampling);
   steps_per_epoch = sampler->batches_per_epoch() / config.grad_accum_steps;
   if (steps_per_epoch < 1)
@@ -159,8 +166,14 @@ void Trainer::State::set_up() {
   model->to(device.device);
   torch::manual_seed(static_cast<std::uint64_t>(config.seed) * 1000003ULL + static_cast<std::uint64_t>(rank.rank));
 
-  train_reader = std::make_unique<H5Reader>(train_index);
-  if (val_index) val_reader = std::make_unique<H5Reader>(*val_index);
+  const H5ReaderOptions reading{parse_nonfinite_policy(config.nonfinite_inputs, "--nonfinite-inputs"),
+                                config.batch_size};
+  train_reader = std::make_unique<H5Reader>(train_index, reading);
+  if (val_index) val_reader = std::make_unique<H5Reader>(*val_index, reading);
+  loading.prefetch_batches = config.prefetch_batches;
+  loading.transforms.scale_uint8 = config.scale_uint8;
+  if (!config.feature_stats.empty())
+    loading.transforms.feature_stats = load_feature_stats(config.feature_stats, train_index.sample_numel());
 }
 
 at::Tensor Trainer::State::to_tensor(const HostBatch& batch, at::Tensor& labels) const {
@@ -188,7 +201,7 @@ void Trainer::State::evaluate(std::int64_t step, std::int64_t epoch, TrainResult
   ddp->sync_buffers();  // one model on every rank: rank 0's BatchNorm statistics
   model->eval();
   const auto indices = eval_indices(val_index->num_samples(), rank.world_size, rank.rank);
-  Loader loader(*val_reader, indices, config.batch_size, config.prefetch_batches);
+  Loader loader(*val_reader, indices, config.batch_size, loading);
   // Sums over this rank's share; every sample of the validation set is counted exactly once.
   double totals[3] = {0.0, 0.0, 0.0};  // correct, loss sum, samples
   while (auto batch = loader.next()) {
@@ -229,6 +242,12 @@ void Trainer::State::resume_if_asked() {
     return;
   }
   start = read_training_state(path, comm, state_refs());
+  if (config.partition == "shard" && start.world_size != rank.world_size)
+    throw UsageError(
+        fmt::format("--resume '{}': written by {} ranks, resumed by {}; --partition shard assigns files "
+                    "by world size, so its order cannot continue (use the same number of ranks, or "
+                    "--partition sample)",
+                    path, start.world_size, rank.world_size));
   last_saved_step = start.step;
   const std::int64_t global_batch = rank.world_size * config.batch_size;
   if (start.world_size * start.batch_size != global_batch)
@@ -289,7 +308,7 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& co
     on_all_then_agree(comm, [&] { signals = parse_signal_list(config.preempt_signals); });
     install_preemption_handlers(signals);
   }
-  s.resume_if_asked();
+  on_all_then_agree(comm, [&] { s.resume_if_asked(); });
 
   spdlog::info("model {}: {} parameters; {} training samples in {} shards, sample shape [{}]", config.model,
                parameter_count(*s.model), s.train_index.num_samples(), s.train_index.shards.size(),
@@ -324,12 +343,11 @@ TrainResult Trainer::run() {
 
   for (std::int64_t epoch = s.start.epoch; epoch < c.epochs && step < s.total_steps; ++epoch) {
     result.epochs = epoch + 1;
-    auto indices = s.sampler->epoch_indices(epoch);
-    indices.resize(static_cast<std::size_t>(s.steps_per_epoch * c.grad_accum_steps * c.batch_size));
     // A resumed epoch skips the global batches already consumed; each rank drops its slice of them.
     const std::int64_t done = epoch == s.start.epoch ? s.start.global_batches_done : 0;
-    indices.erase(indices.begin(), indices.begin() + static_cast<std::ptrdiff_t>(done * c.batch_size));
-    Loader loader(*s.train_reader, std::move(indices), c.batch_size, c.prefetch_batches);
+    auto indices = s.sampler->epoch_indices_from(epoch, done);
+    indices.resize(static_cast<std::size_t>((s.steps_per_epoch * c.grad_accum_steps - done) * c.batch_size));
+    Loader loader(*s.train_reader, std::move(indices), c.batch_size, s.loading);
     bool save_after_eval = false;
 
     for (std::int64_t epoch_step = done / c.grad_accum_steps; epoch_step < s.steps_per_epoch && step < s.total_steps;

@@ -49,7 +49,7 @@ MNDDP_EPOCHS=many run_mpi 2 10 "${GOOD[@]}"
 expect_usage_error "bad environment value" "MNDDP_EPOCHS" "many"
 
 run_mpi 2 10 "${GOOD[@]}" --num-classes 3
-expect_rank_failure "labels outside num-classes" "--num-classes" "label" "good/train_00"
+expect_usage_error "labels outside num-classes" "--num-classes" "good/train_00"
 
 run_mpi 2 10 "${GOOD[@]}" --model convnet --train-data "$WORK/tiny/train_*.h5" --val-data "" --batch-size 1
 expect_usage_error "convnet on flat samples" "--model convnet" "[4]"
