@@ -177,11 +177,17 @@ void Trainer::State::set_up() {
 }
 
 at::Tensor Trainer::State::to_tensor(const HostBatch& batch, at::Tensor& labels) const {
-  // from_blob borrows the batch's memory; the copy to the device (or clone on CPU) owns it.
+  // On CPU the tensors borrow the batch's memory (no copy): the caller keeps the batch alive until
+  // backward is done. On a GPU the batch goes through pinned memory, so the copy to the device is
+  // asynchronous and overlaps with work already queued on the stream.
   auto x = at::from_blob(const_cast<float*>(batch.x.data()), batch.shape, at::kFloat);
   auto y = at::from_blob(const_cast<std::int64_t*>(batch.y.data()), {batch.size}, at::kLong);
-  labels = device.device.is_cpu() ? y.clone() : y.to(device.device);
-  return device.device.is_cpu() ? x.clone() : x.to(device.device);
+  if (device.device.is_cpu()) {
+    labels = y;
+    return x;
+  }
+  labels = y.pin_memory().to(device.device, /*non_blocking=*/true);
+  return x.pin_memory().to(device.device, /*non_blocking=*/true);
 }
 
 void Trainer::State::check_labels(const HostBatch& batch, const ShardIndex& index) const {
