@@ -77,13 +77,14 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < reps; ++rep) {
       world.barrier();
       auto t = Clock::now();
-      const std::string path = manager.save(rep, [&](ParallelCheckpointWriter& writer) {
-        for (std::size_t k = 0; k < tensors; ++k)
-          writer.write({"model/t" + std::to_string(k),
-                        DType::F32,
-                        {static_cast<std::int64_t>(rows), 1024},
-                        state.data() + k * rows * 1024});
-      });
+      const std::string path =
+          manager.save(rep, static_cast<std::uint64_t>(bytes), [&](ParallelCheckpointWriter& writer) {
+            for (std::size_t k = 0; k < tensors; ++k)
+              writer.write({"model/t" + std::to_string(k),
+                            DType::F32,
+                            {static_cast<std::int64_t>(rows), 1024},
+                            state.data() + k * rows * 1024});
+          });
       world.barrier();
       ours_w.push_back(since(t));
 

@@ -80,6 +80,7 @@ struct TrainingConfig {
   std::string backend = "auto";       // auto | nccl | mpi
   std::string device = "auto";        // auto | cpu | cuda
   double collective_timeout = 600.0;  // seconds
+  std::string inject_fault;           // testing aid: KIND@STEP[:RANK] (fault_injection.hpp); empty: none
   double bucket_cap_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool find_unused_parameters = false;

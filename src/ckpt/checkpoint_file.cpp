@@ -123,6 +123,7 @@ std::uint32_t checksum(const void* data, std::size_t bytes) {
 // --- writer ----------------------------------------------------------------------------------------
 
 struct ParallelCheckpointWriter::Impl {
+  Communicator* comm = nullptr;
   std::string path;
   int rank = 0;
   int size = 1;
@@ -132,9 +133,10 @@ struct ParallelCheckpointWriter::Impl {
   H5Handle dataset_create;
 };
 
-ParallelCheckpointWriter::ParallelCheckpointWriter(MPI_Comm comm, const std::string& path)
+ParallelCheckpointWriter::ParallelCheckpointWriter(Communicator& agreement, MPI_Comm comm, const std::string& path)
     : impl_(std::make_unique<Impl>()) {
   std::lock_guard lock(hdf5_mutex());
+  impl_->comm = &agreement;
   impl_->path = path;
   MNDDP_MPI_CHECK(MPI_Comm_rank(comm, &impl_->rank));
   MNDDP_MPI_CHECK(MPI_Comm_size(comm, &impl_->size));
@@ -167,6 +169,10 @@ ParallelCheckpointWriter::~ParallelCheckpointWriter() {
 }
 
 void ParallelCheckpointWriter::write(const ArrayView& array) {
+  agree_on_failure(*impl_->comm, capture_failure([&] { write_array(array); }));
+}
+
+void ParallelCheckpointWriter::write_array(const ArrayView& array) {
   std::lock_guard lock(hdf5_mutex());
   const int rank_count = static_cast<int>(array.shape.size());
   std::vector<hsize_t> dims(array.shape.begin(), array.shape.end());
@@ -199,8 +205,9 @@ void ParallelCheckpointWriter::write(const ArrayView& array) {
   const auto* base = static_cast<const char*>(array.data);
   const char* from =
       base + (rank_count == 0 ? 0 : first * row_elements * static_cast<std::int64_t>(dtype_size(array.dtype)));
-  MNDDP_H5_CHECK(H5Dwrite(dataset.get(), memory_type(array.dtype), memory_space.get(), file_space.get(),
-                          impl_->transfer.get(), from));
+  if (H5Dwrite(dataset.get(), memory_type(array.dtype), memory_space.get(), file_space.get(), impl_->transfer.get(),
+               from) < 0)
+    throw Error(fmt::format("writing array '{}' to '{}' failed: {}", array.path, impl_->path, h5_take_error()));
   write_string_attribute(dataset.get(), "dtype", dtype_name(array.dtype));
   write_u32_attribute(dataset.get(), "crc32",
                       checksum(array.data, static_cast<std::size_t>(product(array.shape)) * dtype_size(array.dtype)));

@@ -92,25 +92,41 @@ std::vector<std::string> CheckpointManager::committed_in(const std::string& dire
   return paths;
 }
 
-std::string CheckpointManager::save(std::int64_t step, const std::function<void(ParallelCheckpointWriter&)>& write) {
+std::string CheckpointManager::save(std::int64_t step, std::uint64_t expected_bytes,
+                                    const std::function<void(ParallelCheckpointWriter&)>& write) {
   const std::string final_path = (fs::path(directory_) / file_name(step)).string();
   const std::string temp_path = final_path + ".tmp";
 
+  // 0. Room for it? Metadata and alignment add a little; 10% and 4 MiB cover both.
+  on_root_then_agree(comm_, [&] {
+    std::error_code error;
+    const auto space = fs::space(directory_, error);
+    const std::uint64_t needed = expected_bytes + expected_bytes / 10 + (4u << 20);
+    if (!error && space.available < needed)
+      throw Error(
+          fmt::format("checkpoint of step {} not written: '{}' has {:.1f} MB free and the checkpoint needs "
+                      "about {:.1f} MB; the earlier checkpoints and 'latest' are intact (free space, lower "
+                      "--keep-last, or move --checkpoint-dir)",
+                      step, directory_, static_cast<double>(space.available) / 1e6, static_cast<double>(needed) / 1e6));
+  });
+
   // 1. Every rank writes its share into the temporary file, which is closed collectively.
   std::optional<Failure> failure = capture_failure([&] {
-    ParallelCheckpointWriter writer(mpi_comm_, temp_path);
+    ParallelCheckpointWriter writer(comm_, mpi_comm_, temp_path);
     write(writer);
     writer.close();
   });
   // 2. Barrier and verdict: all ranks must have succeeded before anything is renamed.
   try {
     agree_on_failure(comm_, failure);
-  } catch (const Error&) {
+  } catch (const Error& e) {
     if (comm_.is_root()) {
       std::error_code ignored;
       fs::remove(temp_path, ignored);
     }
-    throw;
+    throw Error(fmt::format("checkpoint of step {} not written ({}); the earlier checkpoints and 'latest' are intact",
+                            step, e.what()),
+                e.exit_code(), /*collective=*/true);
   }
   // 3. Root publishes: rename, sync the directory, then point `latest` at it the same way.
   on_root_then_agree(comm_, [&] {

@@ -12,6 +12,7 @@
 #include <torch/utils.h>
 
 #include <chrono>
+#include <csignal>
 #include <optional>
 
 #include "mnddp/ckpt/checkpoint_manager.hpp"
@@ -24,6 +25,7 @@
 #include "mnddp/data/shard_index.hpp"
 #include "mnddp/ddp/ddp.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/fault_injection.hpp"
 #include "mnddp/model/models.hpp"
 #include "mnddp/observe/metrics.hpp"
 #include "mnddp/preemption.hpp"
@@ -94,6 +96,7 @@ struct Trainer::State {
 
   std::unique_ptr<CheckpointManager> checkpoints;  // when --checkpoint-dir is set
   TrainingPosition start;                          // where run() begins (from --resume)
+  FaultPlan fault;                                 // --inject-fault
   std::int64_t last_saved_step = -1;
   Clock::time_point last_save_time = Clock::now();
 
@@ -113,6 +116,7 @@ struct Trainer::State {
 };
 
 void Trainer::State::set_up() {
+  fault = parse_fault_plan(config.inject_fault);
   if (config.steps_per_run > 0 && config.checkpoint_dir.empty())
     throw UsageError(fmt::format("--steps-per-run {}: needs --checkpoint-dir, or the next run could not continue",
                                  config.steps_per_run));
@@ -280,8 +284,13 @@ void Trainer::State::save(const TrainingPosition& position) {
   const auto started = Clock::now();
   ddp->sync_buffers();  // every rank writes a share of the same (rank 0's) buffers
   const std::string ini = to_ini(config);
-  const std::string path = checkpoints->save(position.step, [&](ParallelCheckpointWriter& writer) {
+  const std::uint64_t bytes = training_state_bytes(state_refs(), rank.world_size);
+  const std::string path = checkpoints->save(position.step, bytes, [&](ParallelCheckpointWriter& writer) {
     write_training_state(writer, comm, state_refs(), position, ini);
+    // Test faults strike after the arrays are written and before the commit: the worst moment.
+    if (fault.hits("checkpoint-kill", position.step, rank.rank)) std::raise(SIGKILL);
+    if (fault.hits("checkpoint-fail", position.step, rank.rank))
+      throw Error(fmt::format("injected fault checkpoint-fail at step {} on rank {}", position.step, rank.rank));
   });
   last_saved_step = position.step;
   last_save_time = Clock::now();

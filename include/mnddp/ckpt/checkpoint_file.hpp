@@ -37,14 +37,16 @@ std::uint32_t checksum(const void* data, std::size_t bytes);  // CRC-32 (zlib)
 
 class ParallelCheckpointWriter {
  public:
-  // Collective over `comm`: creates (truncates) `path`.
-  ParallelCheckpointWriter(MPI_Comm comm, const std::string& path);
+  // Collective over `comm` (whose MPI communicator is `mpi_comm`): creates (truncates) `path`.
+  ParallelCheckpointWriter(Communicator& comm, MPI_Comm mpi_comm, const std::string& path);
   ~ParallelCheckpointWriter();  // closes if close() was not reached (an error is on its way)
   ParallelCheckpointWriter(const ParallelCheckpointWriter&) = delete;
   ParallelCheckpointWriter& operator=(const ParallelCheckpointWriter&) = delete;
 
   // Collective, same arguments on every rank: creates the dataset and writes it, rank r taking
-  // rows [r*n/W, (r+1)*n/W) of the first dimension (ranks with no rows still join the write).
+  // rows [r*n/W, (r+1)*n/W) of the first dimension (ranks with no rows still join the write). A
+  // failure on any rank (a full disk seen by one writer) is agreed after the array, so every rank
+  // throws the same error instead of some waiting in the next collective call.
   void write(const ArrayView& array);
   // Collective, same arguments on every rank: a string attribute on the file's root group.
   void set_attribute(const std::string& name, const std::string& value);
@@ -52,6 +54,8 @@ class ParallelCheckpointWriter {
   void close();
 
  private:
+  void write_array(const ArrayView& array);  // this rank's part, no agreement
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -24,7 +24,10 @@ class CheckpointManager {
   // Collective. `write` fills the file (every rank calls it with the same state). Returns the
   // committed path. Throws (on every rank) if any rank failed; the previous checkpoints and
   // `latest` are untouched then.
-  std::string save(std::int64_t step, const std::function<void(ParallelCheckpointWriter&)>& write);
+  // `expected_bytes` (the arrays' size) is checked against the free space first, so a full disk is
+  // found before any rank starts writing, not by one rank in the middle of a collective write.
+  std::string save(std::int64_t step, std::uint64_t expected_bytes,
+                   const std::function<void(ParallelCheckpointWriter&)>& write);
 
   // Collective. For --resume: "none" gives ""; "auto" the newest checkpoint in `directory` that
   // verifies (warning about each one skipped), or "" if there is none (or no directory); a path must

@@ -39,6 +39,9 @@ struct TrainingStateRefs {
   std::vector<std::int64_t> sample_shape;  // stored so readers can rebuild the model (load_checkpoint.py)
 };
 
+// Bytes of the arrays write_training_state writes (for the free-space check).
+std::uint64_t training_state_bytes(const TrainingStateRefs& state, int world_size);
+
 // Collective over `comm`: every rank calls it with the same replicated state. `config_ini` and the
 // versions are stored as attributes.
 void write_training_state(ParallelCheckpointWriter& writer, Communicator& comm, const TrainingStateRefs& state,
