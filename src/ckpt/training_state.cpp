@@ -17,8 +17,38 @@
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
 
+#if MNDDP_HAVE_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
+
 namespace mnddp {
 namespace {
+
+// This rank's RNG states: the CPU generator, and the CUDA generator of its device when it has one.
+at::Generator cuda_generator(c10::Device device) {
+#if MNDDP_HAVE_CUDA
+  if (device.is_cuda()) return at::cuda::detail::getDefaultCUDAGenerator(device.index());
+#endif
+  (void)device;
+  return at::Generator();
+}
+
+at::Tensor generator_state(at::Generator generator) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_generator_state(at::Generator generator, const at::Tensor& state) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state.clone());  // own storage: set_state ignores a view's offset
+}
+
+// Gathers one state per rank into a [world, bytes] array.
+at::Tensor gather_states(Communicator& comm, const at::Tensor& mine) {
+  at::Tensor all = at::empty({comm.size(), mine.numel()}, at::kByte);
+  comm.allgather(mine.data_ptr(), all.data_ptr(), static_cast<std::size_t>(mine.numel()), DType::U8);
+  return all;
+}
 
 at::ScalarType scalar_type_of(DType dtype) {
   switch (dtype) {
@@ -155,16 +185,10 @@ void write_training_state(ParallelCheckpointWriter& writer, Communicator& comm, 
   write_tensor(writer, "scaler/scale", scale);
   write_tensor(writer, "scaler/growth_tracker", growth);
 
-  // Per-rank RNG (dropout streams differ by rank): gathered into one [world, bytes] array.
-  at::Tensor rng;
-  {
-    auto generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    rng = generator.get_state();
-  }
-  at::Tensor all = at::empty({comm.size(), rng.numel()}, at::kByte);
-  comm.allgather(rng.data_ptr(), all.data_ptr(), static_cast<std::size_t>(rng.numel()), DType::U8);
-  write_tensor(writer, "rng/cpu", all);
+  // Per-rank RNG (dropout streams differ by rank): gathered into one [world, bytes] array each.
+  write_tensor(writer, "rng/cpu", gather_states(comm, generator_state(at::detail::getDefaultCPUGenerator())));
+  if (at::Generator cuda = cuda_generator(state.device); cuda.defined())
+    write_tensor(writer, "rng/cuda", gather_states(comm, generator_state(cuda)));
 
   // The log interval in progress differs by rank (each its own samples): one value per rank.
   at::Tensor interval = at::empty({comm.size()}, at::kDouble);
@@ -243,10 +267,12 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
   // Each rank continues its own RNG stream; ranks the old run did not have start a fresh,
   // deterministic one.
   auto rng = file.fetch("rng/cpu");
+  auto cuda_rng = file.fetch("rng/cuda");
   if (rng && comm.rank() < rng->size(0)) {
-    auto generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state((*rng)[comm.rank()].clone());  // own storage: set_state ignores a view's offset
+    set_generator_state(at::detail::getDefaultCPUGenerator(), (*rng)[comm.rank()]);
+    at::Generator cuda = cuda_generator(state.device);
+    if (cuda.defined() && cuda_rng && comm.rank() < cuda_rng->size(0))
+      set_generator_state(cuda, (*cuda_rng)[comm.rank()]);
   } else {
     at::manual_seed(static_cast<std::uint64_t>(position.step) * 7919ULL + static_cast<std::uint64_t>(comm.rank()));
   }
