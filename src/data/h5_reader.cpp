@@ -1,5 +1,6 @@
-// H5Reader: per-shard hyperslab-union reads (one H5Dread for x and one for y per shard per call)
-// in the file's own element type, converted to float32 here, and scattered into request order.
+// H5Reader: rows of unfiltered datasets are read with preadv straight into place (DirectRows), other
+// datasets through HDF5 (h5_read_rows). Inputs arrive in the file's own element type and are
+// converted to float32 here; labels are read once per shard and kept.
 #include "mnddp/data/h5_reader.hpp"
 
 #include <fmt/format.h>
@@ -13,6 +14,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "direct_rows.hpp"
+#include "h5_rows.hpp"
 #include "mnddp/data/h5_types.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
@@ -97,46 +100,42 @@ H5Handle open_dataset(hid_t file, const std::string& path, const std::string& na
   return dataset;
 }
 
-using Run = std::pair<hsize_t, hsize_t>;  // [first row, number of rows)
-
-// The union of row runs (x all other dimensions) of `full`, a copy of the dataset's dataspace.
-// HDF5 1.10 ORs each new block into the selection by walking all earlier ones, which is quadratic
-// (4096 runs: ~170 ms), so small groups are OR'ed directly and the groups are merged pairwise
-// with H5Scombine_select (4096 runs: ~4 ms).
-H5Handle select_runs(hid_t full, std::span<const Run> runs, std::vector<hsize_t>& start, std::vector<hsize_t>& count) {
-  constexpr std::size_t kDirectRuns = 64;
-  if (runs.size() <= kDirectRuns) {
-    H5Handle space(H5Scopy(full));
-    for (std::size_t i = 0; i < runs.size() && space; ++i) {
-      start[0] = runs[i].first;
-      count[0] = runs[i].second;
-      if (H5Sselect_hyperslab(space.get(), i == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, start.data(), nullptr, count.data(),
-                              nullptr) < 0)
-        space.reset();
+// True when every value is finite: a NaN's or infinity's exponent bits are all ones. Branch-free in
+// fixed blocks so that -O2 vectorises it; every float batch passes through here.
+bool all_finite(const float* values, std::size_t count) {
+  constexpr std::uint32_t kExponent = 0x7f800000u;
+  constexpr std::size_t kBlock = 64;
+  std::uint32_t bad = 0;
+  std::size_t i = 0;
+  for (; i + kBlock <= count; i += kBlock)
+    for (std::size_t j = 0; j < kBlock; ++j) {
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, values + i + j, sizeof bits);
+      bad |= (bits & kExponent) == kExponent;
     }
-    return space;
+  for (; i < count; ++i) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, values + i, sizeof bits);
+    bad |= (bits & kExponent) == kExponent;
   }
-  const std::size_t half = runs.size() / 2;
-  H5Handle low = select_runs(full, runs.first(half), start, count);
-  H5Handle high = select_runs(full, runs.subspan(half), start, count);
-  if (!low || !high) return H5Handle();
-  return H5Handle(H5Scombine_select(low.get(), H5S_SELECT_OR, high.get()));
+  return bad == 0;
 }
 
-H5Handle select_rows(hid_t dataset, std::span<const Run> runs) {
-  H5Handle full(H5Dget_space(dataset));
-  if (!full) return full;
-  std::vector<hsize_t> start(dims_of(dataset).size(), 0);
-  std::vector<hsize_t> count = dims_of(dataset);
-  return select_runs(full.get(), runs, start, count);
-}
+constexpr std::size_t kPieceBytes = std::size_t{1} << 20;  // direct reads between checks
 
-// Applies the non-finite policy to one converted sample (row `row` of `path`). `warned` is the
-// shard's flag, so that Warn reports a file once however many of its samples are bad.
-void check_nonfinite(NonfinitePolicy policy, bool& warned, const std::string& path, const std::string& x_name,
+// One requested sample: its shard, its row there, and its position in the caller's order.
+struct Request {
+  std::size_t shard;
+  std::int64_t row;
+  std::size_t out;
+};
+
+// Applies the non-finite policy to one converted sample (row `row` of `path`); true when it is all
+// finite. `warned` is the shard's flag, so that Warn reports a file once however many samples are bad.
+bool check_nonfinite(NonfinitePolicy policy, bool& warned, const std::string& path, const std::string& x_name,
                      std::int64_t row, const float* values, std::size_t count) {
+  if (all_finite(values, count)) return true;
   const float* bad = std::find_if(values, values + count, [](float v) { return !std::isfinite(v); });
-  if (bad == values + count) return;
   const auto element = bad - values;
   if (policy == NonfinitePolicy::Error)
     throw UsageError(fmt::format(
@@ -150,6 +149,7 @@ void check_nonfinite(NonfinitePolicy policy, bool& warned, const std::string& pa
         "(--nonfinite-inputs warn), further ones in this file are not reported",
         path, x_name, row, *bad, element);
   }
+  return false;
 }
 
 }  // namespace
@@ -181,13 +181,19 @@ struct H5Reader::OpenShards {
     H5Handle x_stored_type;  // what read_stored() asks for: x's own type in native byte order
     H5Handle y_stored_type;
     ConvertFn convert = nullptr;
+    bool x_chunked = false;  // the layout of x, for h5_read_rows
     bool warned_nonfinite = false;
+    std::vector<bool> finite;            // rows checked and found finite, not checked again in later epochs
+    std::unique_ptr<DirectRows> direct;  // null: x is read through HDF5
+    // The shard's labels in y_stored_type, read whole on opening (8 bytes a sample): per-row label
+    // reads through HDF5 would cost more than the rows themselves.
+    std::vector<unsigned char> labels;
   };
   std::vector<Shard> shards;
   std::vector<std::int64_t> first_index;  // global index of each shard's first sample
-  // Scratch reused across calls; read_rows() holds hdf5_mutex(), which also serialises their use.
-  std::vector<unsigned char> x_rows;
-  std::vector<unsigned char> y_rows;
+  // Held by read_rows() over the shards and the scratch; HDF5 calls take hdf5_mutex() inside it.
+  std::mutex mutex;
+  std::vector<unsigned char> x_rows;  // scratch: distinct rows in file order, before conversion
 
   // Opens shard `number` on first use and checks it still matches what the index says about it.
   void open(const ShardIndex& index, std::size_t number, std::int64_t batch_size);
@@ -195,6 +201,7 @@ struct H5Reader::OpenShards {
 
 void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number, std::int64_t batch_size) {
   const std::string& path = index.shards[number].path;
+  std::lock_guard lock(hdf5_mutex());
   Shard shard;
   shard.file = h5_open_read_only(path);
   shard.x = open_dataset(shard.file.get(), path, index.x_name, batch_size);
@@ -227,6 +234,18 @@ void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number, std
   if (shard.convert == nullptr)
     throw UsageError(fmt::format("'{}': dataset '{}' has unsupported element type {}", path, index.x_name,
                                  h5_type_name(file_type.get())));
+  shard.finite.assign(static_cast<std::size_t>(wanted), false);
+  H5Handle x_dcpl(H5Dget_create_plist(shard.x.get()));
+  shard.x_chunked = x_dcpl && H5Pget_layout(x_dcpl.get()) == H5D_CHUNKED;
+  shard.direct = DirectRows::open(shard.file.get(), shard.x.get(), shard.x_stored_type.get(), path);
+
+  shard.labels.resize(static_cast<std::size_t>(wanted) * sample_type_size(index.label_type));
+  H5Handle y_file = h5_select_run(shard.y.get(), 0, wanted);
+  H5Handle y_memory(H5Screate_simple(1, &wanted, nullptr));
+  if (!y_file || !y_memory ||
+      H5Dread(shard.y.get(), shard.y_stored_type.get(), y_memory.get(), y_file.get(), H5P_DEFAULT,
+              shard.labels.data()) < 0)
+    throw UsageError(fmt::format("'{}': cannot read dataset '{}': {}", path, index.y_name, h5_take_error()));
   shards[number] = std::move(shard);
 }
 
@@ -261,12 +280,12 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, bool stored, voi
   const std::size_t y_out_bytes = stored ? sample_type_size(index_.label_type) : sizeof(std::int64_t);
   const bool check_finite =
       !stored && is_float_type(index_.sample_type) && options_.nonfinite != NonfinitePolicy::Ignore;
+  // Float32 inputs and stored reads need no conversion: direct reads put them straight in place.
+  const bool in_place = stored || index_.sample_type == SampleType::F32;
+  // HDF5 widens float16 to float for read(); the direct reads move bytes only.
+  const bool direct_allowed = stored || index_.sample_type != SampleType::F16;
+  const std::size_t row_bytes = numel * (direct_allowed ? sample_type_size(index_.sample_type) : sizeof(float));
 
-  struct Request {
-    std::size_t shard;
-    std::int64_t row;
-    std::size_t out;
-  };
   std::vector<Request> requests;
   requests.reserve(indices.size());
   for (std::size_t i = 0; i < indices.size(); ++i) {
@@ -279,66 +298,81 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, bool stored, voi
   }
   std::sort(requests.begin(), requests.end(),
             [](const Request& a, const Request& b) { return std::tie(a.shard, a.row) < std::tie(b.shard, b.row); });
+  // Each row once per reader: the check is a second pass over memory, a third of the time a read
+  // from the page cache takes. After a Warn the file reports nothing more, so it needs no checks.
+  const auto check = [&](OpenShards::Shard& shard, const std::string& path, std::int64_t row, const void* values) {
+    std::vector<bool>::reference finite = shard.finite[static_cast<std::size_t>(row)];
+    if (!finite && !shard.warned_nonfinite)
+      finite = check_nonfinite(options_.nonfinite, shard.warned_nonfinite, path, index_.x_name, row,
+                               static_cast<const float*>(values), numel);
+  };
+  const auto x_target = [&](const Request& r) {
+    return static_cast<unsigned char*>(x_out) + r.out * numel * x_out_bytes;
+  };
 
-  std::lock_guard lock(hdf5_mutex());
+  std::lock_guard lock(open_->mutex);
+  std::vector<std::int64_t> rows;         // one shard's distinct rows in file order
+  std::vector<std::size_t> slots;         // per request: its row's position in `rows`
+  std::vector<DirectRows::Target> reads;  // direct reads: one per distinct row
   for (std::size_t begin = 0; begin < requests.size();) {
     const std::size_t number = requests[begin].shard;
     std::size_t end = begin;
     while (end < requests.size() && requests[end].shard == number) ++end;
-
-    // Distinct rows in file order (padding may request a sample twice), coalesced into runs.
-    std::vector<std::int64_t> rows;
-    std::vector<Run> runs;
-    for (std::size_t i = begin; i < end; ++i) {
-      const std::int64_t row = requests[i].row;
-      if (!rows.empty() && rows.back() == row) continue;
-      if (!rows.empty() && rows.back() + 1 == row)
-        ++runs.back().second;
-      else
-        runs.emplace_back(static_cast<hsize_t>(row), 1);
-      rows.push_back(row);
+    const auto group = std::span(requests).subspan(begin, end - begin);
+    rows.clear();  // padding may request a sample twice; each row is read once
+    slots.clear();
+    for (const Request& r : group) {
+      if (rows.empty() || rows.back() != r.row) rows.push_back(r.row);
+      slots.push_back(rows.size() - 1);
     }
 
     if (!open_->shards[number].x) open_->open(index_, number, options_.batch_size);
     auto& shard = open_->shards[number];
     const std::string& path = index_.shards[number].path;
-    const hid_t x_type = stored ? shard.x_stored_type.get() : shard.x_float_type.get();
-    const hid_t y_type = stored ? shard.y_stored_type.get() : H5T_NATIVE_INT64;
-    const std::size_t row_bytes = numel * H5Tget_size(x_type);
-    open_->x_rows.resize(rows.size() * row_bytes);
-    open_->y_rows.resize(rows.size() * y_out_bytes);
 
-    auto memory_dims = dims_of(shard.x.get());
-    memory_dims[0] = rows.size();
-    H5Handle x_memory(H5Screate_simple(static_cast<int>(memory_dims.size()), memory_dims.data(), nullptr));
-    const hsize_t y_count = rows.size();
-    H5Handle y_memory(H5Screate_simple(1, &y_count, nullptr));
-    H5Handle x_file = select_rows(shard.x.get(), runs);
-    H5Handle y_file = y_out != nullptr ? select_rows(shard.y.get(), runs) : H5Handle();
-    if (!x_memory || !y_memory || !x_file || (y_out != nullptr && !y_file) ||
-        H5Dread(shard.x.get(), x_type, x_memory.get(), x_file.get(), H5P_DEFAULT, open_->x_rows.data()) < 0 ||
-        (y_out != nullptr &&
-         H5Dread(shard.y.get(), y_type, y_memory.get(), y_file.get(), H5P_DEFAULT, open_->y_rows.data()) < 0))
-      throw UsageError(fmt::format("cannot read {} samples from '{}' (datasets '{}', '{}'): {}", rows.size(), path,
-                                   index_.x_name, index_.y_name, h5_take_error()));
+    // Direct reads go to the first request of each row in place, or else to the scratch.
+    bool direct = shard.direct != nullptr && direct_allowed;
+    if (!in_place) open_->x_rows.resize(rows.size() * row_bytes);
+    reads.clear();
+    for (std::size_t i = 0, row = 0; direct && i < group.size(); ++i) {
+      if (i > 0 && slots[i] == slots[i - 1]) continue;
+      const auto offset = shard.direct->offset(group[i].row);
+      direct = offset.has_value();  // an unwritten chunk: HDF5 supplies its fill value
+      if (direct) reads.push_back({*offset, in_place ? x_target(group[i]) : open_->x_rows.data() + row++ * row_bytes});
+    }
+    // In pieces that fit in L2, each checked while still there (not a whole batch at the end).
+    const bool checked_here = direct && in_place && check_finite;
+    for (std::size_t first = 0, per_piece = std::max<std::size_t>(1, kPieceBytes / row_bytes);
+         direct && first < reads.size(); first += per_piece) {
+      const auto piece = std::span(reads).subspan(first, std::min(per_piece, reads.size() - first));
+      shard.direct->read(piece);
+      for (std::size_t k = 0; checked_here && k < piece.size(); ++k)
+        check(shard, path, rows[first + k], piece[k].destination);
+    }
+    if (!direct) {
+      open_->x_rows.resize(rows.size() * row_bytes);
+      std::lock_guard h5_lock(hdf5_mutex());
+      if (!h5_read_rows(shard.x.get(), shard.x_chunked, stored ? shard.x_stored_type.get() : shard.x_float_type.get(),
+                        rows, row_bytes, open_->x_rows.data()))
+        throw UsageError(fmt::format("cannot read {} samples from '{}' (dataset '{}'): {}", rows.size(), path,
+                                     index_.x_name, h5_take_error()));
+    }
 
-    // Scatter: requests are sorted by row, so one forward walk pairs each with its row.
-    std::size_t row = 0;
-    for (std::size_t i = begin; i < end; ++i) {
-      while (rows[row] != requests[i].row) ++row;
-      const unsigned char* x_row = open_->x_rows.data() + row * row_bytes;
-      void* x_target = static_cast<unsigned char*>(x_out) + requests[i].out * numel * x_out_bytes;
-      if (stored) {
-        std::memcpy(x_target, x_row, row_bytes);
+    // Into request order: copies of repeated rows, or conversion from the scratch.
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      unsigned char* target = x_target(group[i]);
+      if (direct && in_place) {
+        if (i > 0 && slots[i] == slots[i - 1]) std::memcpy(target, x_target(group[i - 1]), row_bytes);
+      } else if (stored) {
+        std::memcpy(target, open_->x_rows.data() + slots[i] * row_bytes, row_bytes);
       } else {
-        shard.convert(x_row, static_cast<float*>(x_target), numel);
-        if (check_finite)
-          check_nonfinite(options_.nonfinite, shard.warned_nonfinite, path, index_.x_name, requests[i].row,
-                          static_cast<const float*>(x_target), numel);
+        shard.convert(open_->x_rows.data() + slots[i] * row_bytes, reinterpret_cast<float*>(target), numel);
       }
+      if (check_finite && !checked_here && (i == 0 || slots[i] != slots[i - 1]))
+        check(shard, path, group[i].row, target);
       if (y_out != nullptr)
-        std::memcpy(static_cast<unsigned char*>(y_out) + requests[i].out * y_out_bytes,
-                    open_->y_rows.data() + row * y_out_bytes, y_out_bytes);
+        std::memcpy(static_cast<unsigned char*>(y_out) + group[i].out * y_out_bytes,
+                    shard.labels.data() + static_cast<std::size_t>(group[i].row) * y_out_bytes, y_out_bytes);
     }
     begin = end;
   }

@@ -1,6 +1,7 @@
 // H5Reader, scan_shards and expand_data_paths against small files written with the raw HDF5 C API:
-// every supported dtype (incl. big-endian and float16), chunked+gzip, duplicated and shuffled
-// indices across shards, and each validation error naming its file.
+// every supported dtype (incl. big-endian and float16), chunked+gzip, unfiltered chunks (read
+// directly) with unwritten ones, duplicated and shuffled indices across shards, and each validation
+// error naming its file.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
@@ -94,7 +95,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& test) { return std::string(test.param.name); });
 
 TEST(Reader, ManyRunsInOneShardAndOutOfRangeIndices) {
-  // Hundreds of separate runs take the pairwise-merged selection path, not just the direct OR.
+  // Hundreds of separate runs through HDF5 (gzip chunks: no direct reads), one H5Dread each.
   TempDir dir("mnddp-reader");
   ShardSpec spec;
   spec.count = 1000;
@@ -114,6 +115,60 @@ TEST(Reader, ManyRunsInOneShardAndOutOfRangeIndices) {
   }
   const std::int64_t past_end = 1000;
   EXPECT_THROW(reader.read({&past_end, 1}, x.data(), y.data()), Error);
+}
+
+// Ten rows of 2x3 float32 in chunks of `chunk` (unfiltered), with chunk 2 (rows 6-8) never written.
+void write_sparse_chunks(const std::string& path, const std::vector<hsize_t>& chunk) {
+  H5Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  const std::vector<hsize_t> dims = {10, 2, 3};
+  H5Handle space(H5Screate_simple(3, dims.data(), nullptr));
+  H5Handle props(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_chunk(props.get(), 3, chunk.data());
+  H5Handle x(H5Dcreate2(file.get(), "x", H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT));
+  for (const auto& [first, count] : {std::pair<hsize_t, hsize_t>{0, 6}, {9, 1}}) {
+    std::vector<double> values;
+    for (hsize_t s = first; s < first + count; ++s)
+      for (std::int64_t j = 0; j < 6; ++j) values.push_back(value_of(static_cast<std::int64_t>(s), j, true, true));
+    const hsize_t start[] = {first, 0, 0};
+    const hsize_t counts[] = {count, 2, 3};
+    H5Handle selection(H5Scopy(space.get()));
+    H5Sselect_hyperslab(selection.get(), H5S_SELECT_SET, start, nullptr, counts, nullptr);
+    H5Handle memory(H5Screate_simple(3, counts, nullptr));
+    ASSERT_GE(H5Dwrite(x.get(), H5T_NATIVE_DOUBLE, memory.get(), selection.get(), H5P_DEFAULT, values.data()), 0);
+  }
+  std::vector<std::int64_t> labels(10);
+  for (std::int64_t s = 0; s < 10; ++s) labels[static_cast<std::size_t>(s)] = s * 10 + 1;
+  const hsize_t y_dims[] = {10};
+  H5Handle y_space(H5Screate_simple(1, y_dims, nullptr));
+  H5Handle y(H5Dcreate2(file.get(), "y", H5T_STD_I64LE, y_space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  ASSERT_GE(H5Dwrite(y.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()), 0);
+}
+
+TEST(Reader, UnfilteredChunksInAnyOrderAndUnwrittenChunksAsFillValues) {
+  // Chunks of whole rows are read with preadv; chunks that split a row, and any read touching an
+  // unwritten chunk, go through HDF5. Every way gives the same values.
+  for (const auto& chunk : {std::vector<hsize_t>{3, 2, 3}, std::vector<hsize_t>{3, 1, 3}}) {
+    TempDir dir("mnddp-reader");
+    write_sparse_chunks(dir.file("sparse.h5"), chunk);
+    H5Reader reader(scan_shards({dir.file("sparse.h5")}, "x", "y"));
+    for (const std::vector<std::int64_t>& wanted :
+         {std::vector<std::int64_t>{9, 1, 4, 0, 1, 5, 3, 2, 9}, std::vector<std::int64_t>{7, 1, 6, 9, 1, 8, 0}}) {
+      std::vector<float> x(wanted.size() * 6);
+      std::vector<float> stored(wanted.size() * 6);
+      std::vector<std::int64_t> y(wanted.size());
+      reader.read(wanted, x.data(), y.data());
+      reader.read_stored(wanted, stored.data(), nullptr);
+      for (std::size_t i = 0; i < wanted.size(); ++i) {
+        EXPECT_EQ(y[i], wanted[i] * 10 + 1) << "position " << i;
+        for (std::int64_t j = 0; j < 6; ++j) {
+          const bool written = wanted[i] < 6 || wanted[i] == 9;
+          const float expected = written ? static_cast<float>(value_of(wanted[i], j, true, true)) : 0.0f;
+          EXPECT_EQ(x[i * 6 + static_cast<std::size_t>(j)], expected) << "sample " << wanted[i] << " element " << j;
+          EXPECT_EQ(stored[i * 6 + static_cast<std::size_t>(j)], expected) << "stored sample " << wanted[i];
+        }
+      }
+    }
+  }
 }
 
 // --- scan_shards validation: each error is a UsageError naming the offending file ---------------

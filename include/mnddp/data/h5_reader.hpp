@@ -1,6 +1,6 @@
-// H5Reader: reads samples by global index from the shards of a ShardIndex. Indices are sorted and
-// coalesced into contiguous hyperslab runs per shard (one H5Dread per shard per batch), read in the
-// file's dtype and converted to float32. Files stay open for the reader's lifetime.
+// H5Reader: reads samples by global index from the shards of a ShardIndex. Indices are sorted per
+// shard; rows of unfiltered data are read straight from the file into place, others through HDF5 one
+// run of consecutive rows at a time; inputs are converted to float32. Files stay open.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +38,8 @@ class H5Reader {
 
   // Fills x_out (indices.size() * sample_numel floats) and y_out (indices.size() labels; may be
   // null to skip the labels) in the order of `indices`. Applies the non-finite policy to float
-  // inputs. Thread-safe: every HDF5 call holds hdf5_mutex().
+  // inputs (each row once per reader: a row found finite is not checked again). Thread-safe: calls
+  // are serialised, and every HDF5 call holds hdf5_mutex(); direct reads do not.
   void read(std::span<const std::int64_t> indices, float* x_out, std::int64_t* y_out);
 
   // The same samples in their stored element types, native byte order, unchecked: x_out gets
