@@ -2,7 +2,10 @@
 find_program(MNDDP_CCACHE ccache)
 if(MNDDP_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   set(CMAKE_CXX_COMPILER_LAUNCHER
+      # BASEDIR and NOHASHDIR: paths under the checkout hash as relative ones, so a fresh clone elsewhere
+      # (CI) hits the cache (debug info then names the first clone's paths).
       ${CMAKE_COMMAND} -E env "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
+      "CCACHE_BASEDIR=${CMAKE_SOURCE_DIR}" "CCACHE_NOHASHDIR=1"
       ${MNDDP_CCACHE})
   message(STATUS "mnddp: compiling through ccache (${MNDDP_CCACHE})")
 endif()

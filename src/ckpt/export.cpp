@@ -16,28 +16,8 @@
 namespace mnddp {
 namespace {
 
-at::ScalarType scalar_type(DType dtype) {
-  switch (dtype) {
-    case DType::F32:
-      return at::kFloat;
-    case DType::F64:
-      return at::kDouble;
-    case DType::F16:
-      return at::kHalf;
-    case DType::BF16:
-      return at::kBFloat16;
-    case DType::I32:
-      return at::kInt;
-    case DType::I64:
-      return at::kLong;
-    case DType::U8:
-      return at::kByte;
-  }
-  throw std::logic_error("scalar_type: unknown dtype");
-}
-
 at::Tensor to_tensor(const ArrayData& array) {
-  at::Tensor out = at::empty(array.shape, at::TensorOptions().dtype(scalar_type(array.dtype)));
+  at::Tensor out = at::empty(array.shape, at::TensorOptions().dtype(to_scalar_type(array.dtype)));
   if (out.nbytes() > 0) std::memcpy(out.data_ptr(), array.bytes.data(), out.nbytes());
   return out;
 }

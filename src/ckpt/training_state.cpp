@@ -50,26 +50,6 @@ at::Tensor gather_states(Communicator& comm, const at::Tensor& mine) {
   return all;
 }
 
-at::ScalarType scalar_type_of(DType dtype) {
-  switch (dtype) {
-    case DType::F32:
-      return at::kFloat;
-    case DType::F64:
-      return at::kDouble;
-    case DType::F16:
-      return at::kHalf;
-    case DType::BF16:
-      return at::kBFloat16;
-    case DType::I32:
-      return at::kInt;
-    case DType::I64:
-      return at::kLong;
-    case DType::U8:
-      return at::kByte;
-  }
-  throw std::logic_error("scalar_type_of: unknown dtype");
-}
-
 // Writes `tensor` (any device) under `path`; the host copy lives until the write returns.
 void write_tensor(ParallelCheckpointWriter& writer, const std::string& path, const at::Tensor& tensor) {
   const at::Tensor host = tensor.detach().to(at::kCPU).contiguous();
@@ -119,7 +99,7 @@ class RootFetcher {
     data.dtype = static_cast<DType>(header[0]);
     data.shape.resize(static_cast<std::size_t>(header[1]));
     if (!data.shape.empty()) comm_.broadcast(data.shape.data(), data.shape.size(), DType::I64, 0);
-    at::Tensor out = at::empty(data.shape, at::TensorOptions().dtype(scalar_type_of(data.dtype)));
+    at::Tensor out = at::empty(data.shape, at::TensorOptions().dtype(to_scalar_type(data.dtype)));
     if (comm_.is_root() && out.nbytes() > 0) std::memcpy(out.data_ptr(), data.bytes.data(), out.nbytes());
     if (out.numel() > 0) broadcast(comm_, out, 0);
     return out;

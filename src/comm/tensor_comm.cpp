@@ -47,6 +47,26 @@ DType to_comm_dtype(c10::ScalarType type) {
   }
 }
 
+c10::ScalarType to_scalar_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return at::kFloat;
+    case DType::F64:
+      return at::kDouble;
+    case DType::F16:
+      return at::kHalf;
+    case DType::BF16:
+      return at::kBFloat16;
+    case DType::I32:
+      return at::kInt;
+    case DType::I64:
+      return at::kLong;
+    case DType::U8:
+      return at::kByte;
+  }
+  throw std::invalid_argument("to_scalar_type: unknown dtype");
+}
+
 void allreduce(Communicator& comm, at::Tensor& tensor, ReduceOp op) {
   on_host(tensor, [&](at::Tensor& t) {
     comm.allreduce(t.data_ptr(), static_cast<std::size_t>(t.numel()), to_comm_dtype(t.scalar_type()), op);

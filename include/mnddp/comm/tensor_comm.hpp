@@ -8,7 +8,8 @@
 
 namespace mnddp {
 
-DType to_comm_dtype(c10::ScalarType type);  // throws for types the communicator cannot move
+DType to_comm_dtype(c10::ScalarType type);    // throws for types the communicator cannot move
+c10::ScalarType to_scalar_type(DType dtype);  // the inverse (U8 -> uint8)
 
 // In place; `tensor` must be contiguous.
 void allreduce(Communicator& comm, at::Tensor& tensor, ReduceOp op);
