@@ -111,7 +111,6 @@ struct Trainer::State {
   bool checkpoint_due(std::int64_t step, bool& preempted);
   void save(const TrainingPosition& position);
   at::Tensor to_tensor(const HostBatch& batch, at::Tensor& labels) const;
-  void check_labels(const HostBatch& batch, const ShardIndex& index) const;
   void evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result);
 };
 
@@ -194,17 +193,6 @@ at::Tensor Trainer::State::to_tensor(const HostBatch& batch, at::Tensor& labels)
   return x.pin_memory().to(device.device, /*non_blocking=*/true);
 }
 
-void Trainer::State::check_labels(const HostBatch& batch, const ShardIndex& index) const {
-  for (std::int64_t i = 0; i < batch.size; ++i) {
-    const std::int64_t label = batch.y[static_cast<std::size_t>(i)];
-    if (label < 0 || label >= config.num_classes) {
-      const auto [shard, local] = index.locate(batch.ids[static_cast<std::size_t>(i)]);
-      throw UsageError(fmt::format("'{}': dataset '{}' sample {} has label {}, outside [0, {}) set by --num-classes",
-                                   index.shards[shard].path, index.y_name, local, label, config.num_classes));
-    }
-  }
-}
-
 void Trainer::State::evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result) {
   if (!val_reader) return;
   torch::NoGradGuard no_grad;
@@ -215,7 +203,6 @@ void Trainer::State::evaluate(std::int64_t step, std::int64_t epoch, TrainResult
   // Sums over this rank's share; every sample of the validation set is counted exactly once.
   double totals[3] = {0.0, 0.0, 0.0};  // correct, loss sum, samples
   while (auto batch = loader.next()) {
-    check_labels(*batch, *val_index);
     at::Tensor labels;
     at::Tensor x = to_tensor(*batch, labels);
     at::Tensor logits;
@@ -377,7 +364,6 @@ TrainResult Trainer::run() {
         auto batch = loader.next();
         interval_data_wait += seconds_since(wait_start);
         if (!batch) throw Error("loader ended before the planned number of batches (internal error)");
-        s.check_labels(*batch, s.train_index);
         at::Tensor labels;
         at::Tensor x = s.to_tensor(*batch, labels);
         // Only the last micro-step of an accumulation communicates.
