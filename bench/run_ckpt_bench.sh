@@ -8,7 +8,7 @@ dir="${1:-$MNDDP_ROOT/build/ckpt-bench}"
 mb="${2:-512}"
 reps="${3:-3}"
 echo "# $(date -u +%Y-%m-%d) $(nproc) cores; state of ${mb} MB in $dir ($(df -T "$(dirname "$dir")" | awk 'NR==2 {print $2}'))"
-echo "ranks       MB   write MB/s    raw MB/s    ratio    read MB/s    raw MB/s    ratio"
+echo "ranks     MB  what           MB/s   raw MB/s   ratio"
 for np in 1 2 4; do
   mpirun -np "$np" --oversubscribe "$MNDDP_BUILD_DIR/bench/mnddp-bench-ckpt" "$dir" "$mb" "$reps"
 done

@@ -224,7 +224,9 @@ std::vector<OptionSpec> build_table() {
   t.add("collective-timeout", &C::collective_timeout, "seconds a collective may take before the job is aborted",
         greater_than(0.0));
   t.add("inject-fault", &C::inject_fault,
-        "testing aid: fail on purpose, KIND@STEP[:RANK] with KIND checkpoint-kill or checkpoint-fail", any_text());
+        "testing aid: fail on purpose, KIND@STEP[:RANK]; kinds in docs/ERRORS.md (checkpoint-kill, checkpoint-fail, "
+        "checkpoint-fill)",
+        any_text());
   t.add("bucket-cap-mb", &C::bucket_cap_mb, "gradient bucket size in MiB: one all-reduce per bucket",
         greater_than(0.0));
   t.add("first-bucket-mb", &C::first_bucket_mb,

@@ -3,6 +3,8 @@
 // (RANK: the rank that fails; default every rank). Kinds:
 //   checkpoint-kill   SIGKILL midway through writing the checkpoint of step STEP
 //   checkpoint-fail   an error midway through writing the checkpoint of step STEP
+//   checkpoint-fill   the checkpoint file system filled (a file 'injected-fill' in the checkpoint
+//                     directory) after the free-space check of step STEP: the write itself hits ENOSPC
 #pragma once
 
 #include <cstdint>
@@ -22,5 +24,8 @@ struct FaultPlan {
 
 // Throws UsageError naming --inject-fault for an unknown kind or a malformed spec.
 FaultPlan parse_fault_plan(const std::string& spec);
+
+// checkpoint-fill: allocates nearly all free space of `directory`'s file system to `directory`/injected-fill.
+void fill_file_system(const std::string& directory);
 
 }  // namespace mnddp

@@ -273,6 +273,7 @@ void Trainer::State::save(const TrainingPosition& position) {
   const std::string ini = to_ini(config);
   const std::uint64_t bytes = training_state_bytes(state_refs(), rank.world_size);
   const std::string path = checkpoints->save(position.step, bytes, [&](ParallelCheckpointWriter& writer) {
+    if (fault.hits("checkpoint-fill", position.step, rank.rank)) fill_file_system(config.checkpoint_dir);
     write_training_state(writer, comm, state_refs(), position, ini);
     // Test faults strike after the arrays are written and before the commit: the worst moment.
     if (fault.hits("checkpoint-kill", position.step, rank.rank)) std::raise(SIGKILL);

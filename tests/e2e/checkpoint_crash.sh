@@ -1,5 +1,6 @@
 # Crash safety of checkpoints on 2 ranks: every rank SIGKILLed in the middle of a checkpoint write
-# (by --inject-fault and from outside), a write failing on one rank, and a full disk. Each time
+# (by --inject-fault and from outside), a write failing on one rank, a full disk before and during
+# the write. Each time
 # `latest` still names a valid checkpoint, nothing half-written is used, and resume works.
 source "$(dirname "$0")/lib.sh"
 : "${MNDDP_PYTHON:?}" "${MNDDP_SOURCE_DIR:?}"
@@ -90,6 +91,30 @@ if unshare -m true 2>/dev/null; then
     fail "full disk: rc $rc: $(cat "$WORK/full.err" | tail -3)"
   fi
   check "after the full disk, latest is valid" latest_is_valid "$WORK/full-ck"
+
+  # 5. The disk fills *during* the write (after the free-space check; real ENOSPC from tmpfs on rank
+  # 1's data write): one message naming the cause, step 10 still valid, and once space is freed the
+  # run resumes from it.
+  mkdir -p "$WORK/filling"
+  unshare -m bash -c 'mount -t tmpfs -o size=64m tmpfs "$1" && shift && timeout 60 "$@" >"$WORK/fill.out" \
+      2>"$WORK/fill.err"; echo $? >"$WORK/fill.rc"; cp -r "$WORK/filling/ck" "$WORK/fill-ck"; rm -f "$WORK/fill-ck/injected-fill"' \
+    _ "$WORK/filling" "$MPIEXEC" -np 2 --oversubscribe "$MNDDP_BIN" train --threads 1 "${BASE[@]}" --hidden 512 \
+    --layers 3 --checkpoint-dir "$WORK/filling/ck" --inject-fault checkpoint-fill@20:1
+  rc=$(cat "$WORK/fill.rc")
+  CASES=$((CASES + 1))
+  line=$(grep -m1 'mnddp: error:' "$WORK/fill.err")
+  if [ "$rc" = 1 ] && [ "$(grep -c 'mnddp: error:' "$WORK/fill.err")" = 1 ] && grep -q "no space left" <<<"$line" &&
+    grep -q "step 20 not written" <<<"$line" && [ "$(cat "$WORK/fill-ck/latest")" = "step-00000010.h5" ] &&
+    ! ls "$WORK/fill-ck" | grep -q tmp; then
+    pass "disk full mid-write: exit 1, one message: $(cut -c1-170 <<<"$line")"
+  else
+    fail "disk full mid-write: rc $rc, files $(ls "$WORK/fill-ck" | tr '\n' ' '): $(tail -3 "$WORK/fill.err")"
+  fi
+  check "after the disk filled mid-write, latest is valid" latest_is_valid "$WORK/fill-ck"
+  run_mpi 2 120 "${BASE[@]}" --hidden 512 --layers 3 --checkpoint-dir "$WORK/fill-ck" --steps-per-run 5
+  CASES=$((CASES + 1))
+  if [ "$RC" = 0 ] && grep -q "resumed from.*step-00000010.h5" <<<"$OUT$ERR"; then pass "resume after the full disk works"
+  else fail "resume after the full disk: rc $RC $ERR"; fi
 else
   echo "skip: full-disk case needs mount namespaces (unshare -m), not available here"
 fi

@@ -6,9 +6,11 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mnddp/comm/communicator.hpp"
@@ -26,10 +28,30 @@ struct ArrayView {
   const void* data = nullptr;
 };
 
+// Leaves elements uninitialised on resize: a buffer about to be filled by a read is not zeroed first.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 struct ArrayData {
   DType dtype = DType::F32;
   std::vector<std::int64_t> shape;
-  std::vector<std::uint8_t> bytes;
+  std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>> bytes;
   std::int64_t numel() const;
 };
 
@@ -54,7 +76,8 @@ class ParallelCheckpointWriter {
   void close();
 
  private:
-  void write_array(const ArrayView& array);  // this rank's part, no agreement
+  std::uint32_t write_array(const ArrayView& array);  // this rank's part, no agreement; its CRC-32
+  std::uint32_t combine_slab_checksums(const ArrayView& array, const std::vector<std::int64_t>& slabs) const;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -64,6 +87,8 @@ class ParallelCheckpointWriter {
 // for a checksum mismatch.
 class CheckpointReader {
  public:
+  using ScratchBuffers = std::array<std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>>, 2>;
+
   explicit CheckpointReader(const std::string& path);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
@@ -79,6 +104,9 @@ class CheckpointReader {
   void verify_all() const;                        // reads and checks every array in the file
 
  private:
+  // out == nullptr: check only, streaming through `scratch`.
+  void read_array(const std::string& path, ArrayData* out, ScratchBuffers* scratch) const;
+
   struct Impl;
   std::string path_;
   std::unique_ptr<Impl> impl_;
