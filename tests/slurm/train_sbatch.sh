@@ -1,0 +1,41 @@
+# sbatch slurm/train.sbatch on the local cluster, 2 nodes x 2 tasks, the script unchanged except for
+# command-line overrides (tasks per node, GPUs per node, CPUs per task, time, output): the job
+# completes with 4 ranks, local ranks 0 and 1 on each of two nodes, each rank bound to its own core,
+# one thread per rank from SLURM_CPUS_PER_TASK, and a final accuracy; the run directory is keyed
+# by the job id. A missing binary fails fast with a message.
+source "$(dirname "$0")/lib.sh"
+use_cluster
+make_data
+
+log=$WORK/train.out
+submit job --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 --cpus-per-task=1 --time=5 --output="$log" \
+  "$SLURM_DIR/train.sbatch" "${DATA[@]}" --batch-size 8 --epochs 2 --hidden 32 --log-interval 8
+if ! wait_until 180 job_ended "$job"; then fail "job $job did not end within 180 s"; fi
+expect_job "train.sbatch 2 nodes x 2 tasks" "$job" COMPLETED 0:0
+expect_log "4 ranks on two nodes, local ranks 0 and 1 on each, one thread each" "$log" \
+  'rank 0/4 host [^ ]+ node 0/2 local rank 0/2 .* threads 1$' \
+  'rank 1/4 host [^ ]+ node 0/2 local rank 1/2 .* threads 1$' \
+  'rank 2/4 host [^ ]+ node 1/2 local rank 0/2 .* threads 1$' \
+  'rank 3/4 host [^ ]+ node 1/2 local rank 1/2 .* threads 1$'
+# task/affinity's verbose binding report: Slurm's node names, and one core per local rank.
+expect_log "srun placed tasks 0-1 on n1 and 2-3 on n2, each bound to its own core" "$log" \
+  'cpu-bind=MASK - n1, task +0 +0 .*mask 0x1 set' 'cpu-bind=MASK - n1, task +1 +1 .*mask 0x2 set' \
+  'cpu-bind=MASK - n2, task +2 +0 .*mask 0x1 set' 'cpu-bind=MASK - n2, task +3 +1 .*mask 0x2 set'
+expect_log "the job header and the final accuracy" "$log" \
+  "job $job \(mnddp\) restart 0: 2 nodes \(n\[1-2\]\), 4 tasks, 1 CPUs per task, GPUs per node 2" \
+  '^final validation accuracy: (0\.9[0-9]*|1\.0+)$' 'finished$'
+CASES=$((CASES + 1))
+run_dir=$WORK/runs/mnddp-$job
+if [ -s "$run_dir/checkpoints/latest" ] && [ -s "$run_dir/metrics.jsonl" ]; then
+  pass "run directory keyed by the job id: $run_dir has checkpoints/$(cat "$run_dir/checkpoints/latest") and metrics.jsonl"
+else
+  fail "no checkpoints/latest and metrics.jsonl in $run_dir: $(ls -R "$WORK/runs" 2>&1)"
+fi
+
+# A wrong MNDDP_BIN: exit 2 with a message before any srun.
+submit bad --nodes=1 --ntasks-per-node=1 --gpus-per-node=0 --cpus-per-task=1 --time=1 --output="$WORK/bad.out" \
+  --export=ALL,MNDDP_BIN=/nonexistent/mnddp "$SLURM_DIR/train.sbatch"
+wait_until 60 job_ended "$bad" || fail "job $bad did not end within 60 s"
+expect_job "a missing binary fails the job" "$bad" FAILED 2:0 &&
+  expect_log "... and says why" "$WORK/bad.out" 'error: no mnddp binary at /nonexistent/mnddp \(set MNDDP_BIN\)'
+finish
