@@ -192,6 +192,10 @@ std::vector<OptionSpec> build_table() {
   t.add("grad-accum-steps", &C::grad_accum_steps, "micro-steps per optimizer step (gradient accumulation)",
         at_least(1));
   t.choice("amp", &C::amp, "automatic mixed precision (fp16 needs CUDA)", {"off", "bf16", "fp16"});
+  t.choice("on-nonfinite", &C::on_nonfinite,
+           "a step whose gradients hold NaN/Inf (without the fp16 loss scaler, which always skips them): "
+           "abort with a message naming the step and loss, or skip the step",
+           {"abort", "skip"});
   t.add("seed", &C::seed, "seed for initialisation, sampling and dropout", at_least<std::int64_t>(0));
   t.add("threads", &C::threads,
         "torch threads per rank; 0: SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS, else cores / ranks on the node",
@@ -221,8 +225,14 @@ std::vector<OptionSpec> build_table() {
   t.choice("backend", &C::backend, "gradient all-reduce backend: auto picks nccl when every rank has a GPU",
            {"auto", "nccl", "mpi"});
   t.choice("device", &C::device, "compute device: auto picks cuda when a GPU is visible", {"auto", "cpu", "cuda"});
-  t.add("collective-timeout", &C::collective_timeout, "seconds a collective may take before the job is aborted",
+  t.add("collective-timeout", &C::collective_timeout,
+        "seconds a collective may stay unfinished before the watchdog explains where every rank is and aborts "
+        "the job (exit code 4); must exceed the longest rank-0-only work, such as scanning many shards",
         greater_than(0.0));
+  t.add("debug-collectives", &C::debug_collectives,
+        "before every MPI collective, check that all ranks make the same call (op, dtype, count): a mismatch "
+        "stops the job naming the call and the ranks; costs one small all-gather per collective",
+        Check<bool>{});
   t.add("inject-fault", &C::inject_fault,
         "testing aid: fail on purpose, KIND@STEP[:RANK]; kinds in docs/ERRORS.md (checkpoint-kill, checkpoint-fail, "
         "checkpoint-fill)",

@@ -2,35 +2,63 @@
 #include "mnddp/fault_injection.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <hdf5.h>
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <regex>
 
 #include "mnddp/error.hpp"
+#include "mnddp/h5/h5_handle.hpp"
 
 namespace mnddp {
+
+const std::vector<std::string>& fault_kinds() {
+  static const std::vector<std::string> kinds = {"crash",
+                                                 "hang",
+                                                 "slow",
+                                                 "loader-exception",
+                                                 "nan-loss",
+                                                 "desync",
+                                                 "checkpoint-kill",
+                                                 "checkpoint-fail",
+                                                 "checkpoint-fill",
+                                                 "checkpoint-corrupt"};
+  return kinds;
+}
+
+std::string FaultPlan::spec() const {
+  return rank < 0 ? fmt::format("{}@{}", kind, step) : fmt::format("{}@{}:{}", kind, step, rank);
+}
 
 FaultPlan parse_fault_plan(const std::string& spec) {
   if (spec.empty()) return {};
   static const std::regex kForm(R"(([a-z-]+)@([0-9]+)(:([0-9]+))?)");
-  static const std::array<const char*, 3> kKinds = {"checkpoint-kill", "checkpoint-fail", "checkpoint-fill"};
   std::smatch match;
   if (!std::regex_match(spec, match, kForm))
-    throw UsageError(fmt::format("--inject-fault: '{}' is not KIND@STEP[:RANK] (e.g. checkpoint-kill@20)", spec));
+    throw UsageError(fmt::format("--inject-fault: '{}' is not KIND@STEP[:RANK] (e.g. crash@20:1)", spec));
   FaultPlan plan;
   plan.kind = match[1];
   plan.step = std::stoll(match[2]);
   if (match[4].matched) plan.rank = std::stoi(match[4]);
-  bool known = false;
-  for (const char* kind : kKinds) known = known || plan.kind == kind;
-  if (!known)
+  const auto& kinds = fault_kinds();
+  if (std::find(kinds.begin(), kinds.end(), plan.kind) == kinds.end())
     throw UsageError(
-        fmt::format("--inject-fault: unknown fault '{}' (choose from {})", plan.kind, fmt::join(kKinds, ", ")));
+        fmt::format("--inject-fault: unknown fault '{}' (choose from {})", plan.kind, fmt::join(kinds, ", ")));
   return plan;
+}
+
+void announce_fault(const FaultPlan& plan, const std::string& where, const std::string& what) {
+  std::fprintf(stderr, "[%s] mnddp: injected fault %s: %s\n", where.c_str(), plan.spec().c_str(), what.c_str());
+  std::fflush(stderr);
 }
 
 void fill_file_system(const std::string& directory) {
@@ -45,6 +73,39 @@ void fill_file_system(const std::string& directory) {
   if (fd < 0) return;
   (void)::posix_fallocate(fd, 0, static_cast<off_t>(space.available - keep));  // a racing rank may get ENOSPC
   ::close(fd);
+}
+
+void corrupt_checkpoint(const std::string& path) {
+  std::lock_guard lock(hdf5_mutex());
+  H5Handle file = h5_open_read_only(path);
+  // The largest array: its bytes are surely data, not metadata.
+  struct Largest {
+    std::string name;
+    hsize_t size = 0;
+  } largest;
+  auto visit = [](hid_t root, const char* name, const H5O_info_t* info, void* out) -> herr_t {
+    if (info->type != H5O_TYPE_DATASET) return 0;
+    H5Handle dataset(H5Dopen2(root, name, H5P_DEFAULT));
+    const hsize_t size = H5Dget_storage_size(dataset.get());
+    auto* best = static_cast<Largest*>(out);
+    if (size > best->size) *best = {name, size};
+    return 0;
+  };
+  H5Ovisit(file.get(), H5_INDEX_NAME, H5_ITER_INC, visit, &largest);
+  if (largest.size == 0) return;
+  H5Handle dataset(H5Dopen2(file.get(), largest.name.c_str(), H5P_DEFAULT));
+  const haddr_t offset = H5Dget_offset(dataset.get());
+  dataset.reset();
+  file.reset();
+  if (offset == HADDR_UNDEF) return;
+  std::fstream out(path, std::ios::in | std::ios::out | std::ios::binary);
+  const auto at = static_cast<std::streamoff>(offset + largest.size / 2);
+  char byte = 0;
+  out.seekg(at);
+  out.read(&byte, 1);
+  byte = static_cast<char>(byte ^ 0x5a);
+  out.seekp(at);
+  out.write(&byte, 1);
 }
 
 }  // namespace mnddp

@@ -13,6 +13,7 @@
 
 #include "mnddp/build_config.hpp"
 #include "mnddp/ckpt/export.hpp"
+#include "mnddp/comm/collective_check.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/config.hpp"
 #include "mnddp/error.hpp"
@@ -22,8 +23,12 @@
 #include "mnddp/runtime.hpp"
 #include "mnddp/train/device.hpp"
 #include "mnddp/train/trainer.hpp"
+#include "mnddp/watchdog.hpp"
 
 namespace {
+
+// Destructors and MPI_Finalize wait on other ranks; a rank that is gone must not make us wait forever.
+constexpr double kShutdownSeconds = 60.0;
 
 using namespace mnddp;
 
@@ -96,7 +101,7 @@ int export_command(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int train(Runtime& runtime, const std::vector<std::string>& args) {
+int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& args) {
   MpiComm world;
   const RankInfo& rank = runtime.info();
   init_logging({rank.rank, rank.world_size, "info", false});
@@ -113,6 +118,8 @@ int train(Runtime& runtime, const std::vector<std::string>& args) {
     return kExitOk;
   }
   init_logging({rank.rank, rank.world_size, config.log_level, config.log_all_ranks});
+  watchdog.set_timeout(config.collective_timeout);
+  set_debug_collectives(config.debug_collectives);
 
   const int threads = resolve_threads(config.threads, rank, environment_from_process());
   at::set_num_threads(threads);
@@ -165,11 +172,17 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
 
   std::optional<Runtime> runtime;
+  std::optional<Watchdog> watchdog;  // destroyed before the runtime finalizes MPI
   try {
     runtime.emplace(argc, argv);
+    // Until the config is agreed, the default timeout guards start-up (a rank that never arrives).
+    watchdog.emplace(runtime->info(), TrainingConfig{}.collective_timeout);
     h5_silence_default_errors();
-    return train(*runtime, args);
+    const int code = train(*runtime, *watchdog, args);
+    Watchdog::arm_exit_deadline(kShutdownSeconds, code);
+    return code;
   } catch (const Error& e) {
+    Watchdog::arm_exit_deadline(kShutdownSeconds, e.exit_code());
     // Agreed errors (and any error in a world of one) end cleanly with one message from rank 0.
     if (!runtime || e.collective() || runtime->info().world_size == 1) {
       if (!runtime || runtime->is_root()) std::fprintf(stderr, "mnddp: error: %s\n", e.what());

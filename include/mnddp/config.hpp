@@ -58,7 +58,8 @@ struct TrainingConfig {
   std::int64_t max_steps = 0;      // optimizer steps; 0: no limit
   std::int64_t steps_per_run = 0;  // stop (checkpointed) after this many steps of this invocation; 0: no limit
   int grad_accum_steps = 1;
-  std::string amp = "off";  // off | bf16 | fp16
+  std::string amp = "off";             // off | bf16 | fp16
+  std::string on_nonfinite = "abort";  // abort | skip: non-finite gradients without the fp16 scaler
   std::int64_t seed = 42;
   int threads = 0;  // torch intra-op threads per rank; 0: derive from SLURM_CPUS_PER_TASK / OMP_NUM_THREADS / cores
 
@@ -80,7 +81,8 @@ struct TrainingConfig {
   std::string backend = "auto";       // auto | nccl | mpi
   std::string device = "auto";        // auto | cpu | cuda
   double collective_timeout = 600.0;  // seconds
-  std::string inject_fault;           // testing aid: KIND@STEP[:RANK] (fault_injection.hpp); empty: none
+  bool debug_collectives = false;
+  std::string inject_fault;  // testing aid: KIND@STEP[:RANK] (fault_injection.hpp); empty: none
   double bucket_cap_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool find_unused_parameters = false;

@@ -35,6 +35,8 @@ struct AsyncChannel::Op {
   std::size_t count = 0;
   DType dtype = DType::F32;
   ReduceOp op = ReduceOp::Sum;
+  std::uint64_t seq = 0;  // in the channel's tracker
+  std::string label;
 
   std::mutex mutex;
   std::condition_variable finished;
@@ -105,8 +107,11 @@ std::shared_ptr<CommWork> AsyncChannel::allreduce(void* buffer, std::size_t coun
   queued->count = count;
   queued->dtype = dtype;
   queued->op = op;
+  queued->label = CollectiveLabel::current();
   {
     std::lock_guard lock(mutex_);
+    // Numbered under the queue's lock: sequence numbers follow submission (= execution) order.
+    queued->seq = tracker_.begin("allreduce", count * dtype_size(dtype), queued->label);
     queued_.push_back(queued);
   }
   wake_.notify_all();
@@ -116,6 +121,8 @@ std::shared_ptr<CommWork> AsyncChannel::allreduce(void* buffer, std::size_t coun
 void AsyncChannel::execute(Op& op) {
   const auto start = Clock::now();
   try {
+    if (broken_) std::rethrow_exception(broken_);
+    if (debug_collectives()) check_.verify(comm_, op.seq, "allreduce", op.dtype, op.count, -1, op.label);
     auto* bytes = static_cast<char*>(op.buffer);
     const std::size_t element = dtype_size(op.dtype);
     for (std::size_t done = 0; done < op.count; done += kMaxChunk) {
@@ -124,9 +131,12 @@ void AsyncChannel::execute(Op& op) {
                                     reduce_op(op.op, op.dtype), comm_));
     }
     if (op.op == ReduceOp::Avg && size_ > 1) divide_in_place(op.buffer, op.count, op.dtype, size_);
+    tracker_.end(op.seq);
     op.complete(std::chrono::duration<double>(Clock::now() - start).count());
   } catch (...) {
-    op.complete(std::chrono::duration<double>(Clock::now() - start).count(), std::current_exception());
+    broken_ = std::current_exception();
+    tracker_.end(op.seq);
+    op.complete(std::chrono::duration<double>(Clock::now() - start).count(), broken_);
   }
 }
 

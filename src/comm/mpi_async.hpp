@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "mnddp/comm/collective_check.hpp"
+#include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/communicator.hpp"
 
 namespace mnddp::mpi_detail {
@@ -38,6 +40,9 @@ class AsyncChannel {
   std::condition_variable wake_;  // the thread: new work or stop
   std::deque<std::shared_ptr<Op>> queued_;
   bool stop_ = false;
+  CollectiveTracker tracker_{"mpi-async"};
+  CollectiveCheck check_{"mpi-async"};  // the channel's thread only
+  std::exception_ptr broken_;           // after a failed collective every later one fails at once
   std::thread thread_;
 };
 

@@ -51,8 +51,15 @@ MpiComm::~MpiComm() {
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-void MpiComm::allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) {
+CollectiveScope MpiComm::enter(const char* op, std::size_t count, DType dtype, int root) {
   ++collectives_;
+  CollectiveScope scope(tracker_, op, count * dtype_size(dtype));
+  if (debug_collectives()) check_.verify(comm_, scope.seq(), op, dtype, count, root, CollectiveLabel::current());
+  return scope;
+}
+
+void MpiComm::allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) {
+  const CollectiveScope scope = enter("allreduce", count, dtype);
   mpi_detail::check_reducible(dtype, op);
   auto* bytes = static_cast<char*>(buffer);
   const std::size_t element = dtype_size(dtype);
@@ -72,7 +79,7 @@ std::shared_ptr<CommWork> MpiComm::allreduce_async(void* buffer, std::size_t cou
 }
 
 void MpiComm::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
-  ++collectives_;
+  const CollectiveScope scope = enter("broadcast", count, dtype, root);
   auto* bytes = static_cast<char*>(buffer);
   const std::size_t element = dtype_size(dtype);
   for (std::size_t done = 0; done < count; done += kMaxChunk) {
@@ -82,14 +89,14 @@ void MpiComm::broadcast(void* buffer, std::size_t count, DType dtype, int root) 
 }
 
 void MpiComm::allgather(const void* send, void* recv, std::size_t count, DType dtype) {
-  ++collectives_;
+  const CollectiveScope scope = enter("allgather", count, dtype);
   if (count > kMaxChunk) throw std::invalid_argument("allgather: count exceeds the MPI int limit");
   MNDDP_MPI_CHECK(
       MPI_Allgather(send, static_cast<int>(count), to_mpi(dtype), recv, static_cast<int>(count), to_mpi(dtype), comm_));
 }
 
 void MpiComm::barrier() {
-  ++collectives_;
+  const CollectiveScope scope = enter("barrier", 0, DType::U8);
   MNDDP_MPI_CHECK(MPI_Barrier(comm_));
 }
 

@@ -8,12 +8,15 @@
 #include <fmt/format.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <source_location>
 #include <thread>
 
 #include "mnddp/error.hpp"
+#include "mnddp/watchdog.hpp"
 
 namespace mnddp {
 namespace {
@@ -87,38 +90,52 @@ struct NcclComm::Handles {
 
 namespace {
 
+// An event shared by the work object and the watchdog's completion probe (whichever lives longer).
+struct SharedEvent {
+  cudaEvent_t event = nullptr;
+  std::atomic<bool> recorded{false};
+  SharedEvent() { MNDDP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming)); }
+  ~SharedEvent() { cudaEventDestroy(event); }
+  SharedEvent(const SharedEvent&) = delete;
+  SharedEvent& operator=(const SharedEvent&) = delete;
+  void record(cudaStream_t stream) {
+    MNDDP_CUDA_CHECK(cudaEventRecord(event, stream));
+    recorded.store(true);
+  }
+  bool done() const { return recorded.load() && cudaEventQuery(event) == cudaSuccess; }
+};
+
 // Completion of one collective: an event recorded on the comm stream after it.
 class NcclWork final : public CommWork {
  public:
-  NcclWork(NcclComm& comm, cudaStream_t stream) : comm_(comm) {
-    MNDDP_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-    MNDDP_CUDA_CHECK(cudaEventRecord(done_, stream));
-  }
-  ~NcclWork() override { cudaEventDestroy(done_); }
+  NcclWork(NcclComm& comm, std::shared_ptr<SharedEvent> done, std::function<void()> on_complete)
+      : comm_(comm), done_(std::move(done)), on_complete_(std::move(on_complete)) {}
   NcclWork(const NcclWork&) = delete;
   NcclWork& operator=(const NcclWork&) = delete;
 
   void wait(void* consumer_stream) override {
     comm_.check_async_error();
     if (consumer_stream != nullptr) {
-      // The consumer's later work waits on the GPU; the host goes on.
-      MNDDP_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer_stream), done_, 0));
+      // The consumer's later work waits on the GPU; the host goes on (the watchdog sees the end).
+      MNDDP_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer_stream), done_->event, 0));
       return;
     }
     // Host wait, polled so that an asynchronous NCCL error is seen instead of blocking forever.
     while (true) {
-      const cudaError_t state = cudaEventQuery(done_);
-      if (state == cudaSuccess) return;
+      const cudaError_t state = cudaEventQuery(done_->event);
+      if (state == cudaSuccess) break;
       if (state != cudaErrorNotReady) check_cuda(state, "cudaEventQuery");
       comm_.check_async_error();
       std::this_thread::sleep_for(kNcclPoll);
     }
+    on_complete_();
   }
-  bool is_completed() override { return cudaEventQuery(done_) == cudaSuccess; }
+  bool is_completed() override { return done_->done(); }
 
  private:
   NcclComm& comm_;
-  cudaEvent_t done_ = nullptr;
+  std::shared_ptr<SharedEvent> done_;
+  std::function<void()> on_complete_;
 };
 
 // Makes `stream` wait for everything queued so far on `producer` (the legacy default stream if null).
@@ -163,9 +180,21 @@ NcclComm::NcclComm(Communicator& bootstrap, int device, double init_timeout_s)
     ncclCommGetAsyncError(handles_->comm, &rc);
   }
   MNDDP_NCCL_CHECK(rc);
+  // The watchdog polls NCCL's asynchronous errors too, so one that strikes while the host waits
+  // elsewhere (or not at all) still ends the job with NCCL's own words.
+  health_check_ = Watchdog::add_health_check([this]() -> std::optional<std::string> {
+    if (aborted_.load()) return std::nullopt;
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(handles_->comm, &state);
+    if (state == ncclSuccess || state == ncclInProgress) return std::nullopt;
+    const char* last = ncclGetLastError(handles_->comm);
+    return fmt::format("NCCL reported an asynchronous error on rank {} (device {}): {}{}{}", rank_, device_,
+                       ncclGetErrorString(state), last && *last ? ": " : "", last ? last : "");
+  });
 }
 
 NcclComm::~NcclComm() {
+  Watchdog::remove_health_check(health_check_);
   if (handles_->comm != nullptr && !aborted_.load()) {
     // Finalize flushes outstanding work (polled, bounded); if it cannot, abort instead of hanging.
     ncclResult_t state = ncclCommFinalize(handles_->comm);
@@ -194,13 +223,20 @@ void NcclComm::check_async_error() {
   if (state != ncclSuccess && state != ncclInProgress) MNDDP_NCCL_CHECK(state);
 }
 
+std::uint64_t NcclComm::track(const char* op, std::size_t bytes, std::function<bool()> done) {
+  ++collectives_;
+  return tracker_.begin(op, bytes, std::nullopt, std::move(done));
+}
+
 std::shared_ptr<CommWork> NcclComm::allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
                                                     void* producer_stream) {
-  ++collectives_;
   MNDDP_CUDA_CHECK(cudaSetDevice(device_));
+  auto done = std::make_shared<SharedEvent>();
+  const std::uint64_t seq = track("allreduce", count * dtype_size(dtype), [done] { return done->done(); });
   fence(static_cast<cudaStream_t>(producer_stream), handles_->stream);
   MNDDP_NCCL_CHECK(ncclAllReduce(buffer, buffer, count, to_nccl(dtype), to_nccl(op), handles_->comm, handles_->stream));
-  return std::make_shared<NcclWork>(*this, handles_->stream);
+  done->record(handles_->stream);
+  return std::make_shared<NcclWork>(*this, done, [this, seq] { tracker_.end(seq); });
 }
 
 void NcclComm::allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) {
@@ -208,19 +244,25 @@ void NcclComm::allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp 
 }
 
 void NcclComm::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
-  ++collectives_;
   MNDDP_CUDA_CHECK(cudaSetDevice(device_));
+  auto done = std::make_shared<SharedEvent>();
+  const CollectiveScope scope(tracker_, "broadcast", count * dtype_size(dtype));
+  ++collectives_;
   fence(nullptr, handles_->stream);
   MNDDP_NCCL_CHECK(ncclBroadcast(buffer, buffer, count, to_nccl(dtype), root, handles_->comm, handles_->stream));
-  NcclWork(*this, handles_->stream).wait(nullptr);
+  done->record(handles_->stream);
+  NcclWork(*this, done, [] {}).wait(nullptr);
 }
 
 void NcclComm::allgather(const void* send, void* recv, std::size_t count, DType dtype) {
-  ++collectives_;
   MNDDP_CUDA_CHECK(cudaSetDevice(device_));
+  auto done = std::make_shared<SharedEvent>();
+  const CollectiveScope scope(tracker_, "allgather", count * dtype_size(dtype));
+  ++collectives_;
   fence(nullptr, handles_->stream);
   MNDDP_NCCL_CHECK(ncclAllGather(send, recv, count, to_nccl(dtype), handles_->comm, handles_->stream));
-  NcclWork(*this, handles_->stream).wait(nullptr);
+  done->record(handles_->stream);
+  NcclWork(*this, done, [] {}).wait(nullptr);
 }
 
 void NcclComm::barrier() {

@@ -16,7 +16,8 @@ Loader::Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t
       indices_(std::move(indices)),
       batch_size_(batch_size),
       capacity_(static_cast<std::size_t>(std::max(1, options.prefetch_batches))),
-      transform_(options.transforms, reader.index()) {
+      transform_(options.transforms, reader.index()),
+      before_batch_(std::move(options.before_batch)) {
   if (batch_size_ < 1) throw UsageError(fmt::format("--batch-size must be at least 1, got {}", batch_size_));
   const auto count = static_cast<std::int64_t>(indices_.size());
   num_batches_ = (count + batch_size_ - 1) / batch_size_;
@@ -43,6 +44,7 @@ void Loader::run() {
         changed_.wait(lock, [&] { return stop_ || ready_.size() < capacity_; });
         if (stop_) break;
       }
+      if (before_batch_) before_batch_(b);
       // Read outside our lock: the consumer keeps taking ready batches meanwhile.
       const std::int64_t first = b * batch_size_;
       const std::int64_t size = std::min(batch_size_, static_cast<std::int64_t>(indices_.size()) - first);

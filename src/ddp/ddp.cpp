@@ -9,6 +9,7 @@
 
 #include <sstream>
 
+#include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
 
@@ -71,6 +72,7 @@ void DistributedDataParallel::verify_same_parameters() {
 }
 
 void DistributedDataParallel::broadcast_state() {
+  const CollectiveLabel label("initial broadcast of the model");
   torch::NoGradGuard no_grad;
   for (auto& p : module_->parameters()) {
     at::Tensor data = p.detach();
@@ -82,6 +84,7 @@ void DistributedDataParallel::broadcast_state() {
 // All buffers travel in one message: a ResNet has hundreds of small BatchNorm buffers.
 void DistributedDataParallel::broadcast_buffers() {
   if (buffers_.empty()) return;
+  const CollectiveLabel label("buffer broadcast");
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> flat;
   for (const auto& b : buffers_) flat.push_back(b.reshape({-1}).to(at::kDouble));

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "mnddp/build_config.hpp"
+#include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
 
@@ -80,6 +81,7 @@ struct Reducer::Bucket {
   at::Tensor flat;  // every member's gradient, in the wire dtype, on the communicator's side
   std::size_t pending = 0;
   std::shared_ptr<CommWork> work;
+  std::string label;       // "gradient bucket 2 (first: fc.weight)", for the watchdog and the desync check
   bool prescaled = false;  // half-precision buckets are divided before the sum (no overflow)
   // Gradients are views into `flat` (same dtype and device): autograd accumulates straight into the
   // bucket, so nothing is copied in before the all-reduce or out after it.
@@ -248,6 +250,13 @@ void Reducer::launch(Bucket& bucket) {
   }
 #endif
   if (bucket.prescaled) bucket.flat.mul_(1.0 / comm_.size());
+  if (bucket.label.empty()) {
+    const auto index =
+        std::find_if(buckets_.begin(), buckets_.end(), [&](const auto& b) { return b.get() == &bucket; }) -
+        buckets_.begin();
+    bucket.label = fmt::format("gradient bucket {} (first: {})", index, names_[bucket.members.front()]);
+  }
+  const CollectiveLabel label(bucket.label);
   bucket.work = comm_.allreduce_async(
       bucket.flat.data_ptr(), static_cast<std::size_t>(bucket.flat.numel()), to_comm_dtype(bucket.flat.scalar_type()),
       bucket.prescaled || options_.loss_prescaled ? ReduceOp::Sum : ReduceOp::Avg, producer_stream);

@@ -17,6 +17,7 @@
 
 #include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/ckpt/training_state.hpp"
+#include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/data/feature_stats.hpp"
 #include "mnddp/data/h5_reader.hpp"
@@ -109,6 +110,11 @@ struct Trainer::State {
   // Collective: whether to checkpoint after this step (interval, time, or a preemption signal on
   // any rank). Sets `preempted` when a signal is the reason.
   bool checkpoint_due(std::int64_t step, bool& preempted);
+  // --inject-fault faults that strike at the start of a step.
+  void inject_step_faults(std::int64_t step);
+  // Without the fp16 scaler: whether the (all-reduced, so identical) gradients are finite. If not,
+  // --on-nonfinite abort throws a collective error naming the step and every rank's loss; skip warns.
+  bool gradients_finite(std::int64_t step, double step_loss);
   void save(const TrainingPosition& position);
   at::Tensor to_tensor(const HostBatch& batch, at::Tensor& labels) const;
   void evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result);
@@ -267,21 +273,65 @@ bool Trainer::State::checkpoint_due(std::int64_t step, bool& preempted) {
   return interval || flags[1] != 0 || preempted;
 }
 
+void Trainer::State::inject_step_faults(std::int64_t step) {
+  if (!fault.active()) return;
+  if (fault.hits("crash", step, rank.rank)) {
+    announce_fault(fault, rank.where(), "killing this rank (SIGKILL)");
+    std::raise(SIGKILL);
+  }
+  if (fault.hits("hang", step, rank.rank)) {
+    announce_fault(fault, rank.where(), "this rank stops before the step's collectives");
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  if (fault.hits_from("slow", step, rank.rank)) {
+    if (fault.step == step) announce_fault(fault, rank.where(), "this rank sleeps 0.5 s in every step from now on");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+bool Trainer::State::gradients_finite(std::int64_t step, double step_loss) {
+  std::vector<at::Tensor> checks;
+  for (const auto& p : model->parameters())
+    if (p.grad().defined()) checks.push_back(at::isfinite(p.grad()).all());
+  if (checks.empty() || at::stack(checks).all().item<bool>()) return true;
+  // Every rank is here (the gradients are the same everywhere): name each rank's loss.
+  std::vector<double> losses(static_cast<std::size_t>(rank.world_size));
+  comm.allgather(&step_loss, losses.data(), 1, DType::F64);
+  std::vector<std::string> parts;
+  for (int r = 0; r < rank.world_size; ++r) parts.push_back(fmt::format("{:.4g} on rank {}", losses[r], r));
+  const std::string what = fmt::format("step {}: NaN/Inf in the gradients (loss {})", step, fmt::join(parts, ", "));
+  if (config.on_nonfinite == "abort")
+    throw Error(what + "; stopping (--on-nonfinite abort; 'skip' skips such steps)", kExitFailure,
+                /*collective=*/true);
+  if (rank.is_root()) spdlog::warn("{}; step skipped (--on-nonfinite skip)", what);
+  return false;
+}
+
 void Trainer::State::save(const TrainingPosition& position) {
   const auto started = Clock::now();
   ddp->sync_buffers();  // every rank writes a share of the same (rank 0's) buffers
   const std::string ini = to_ini(config);
   const std::uint64_t bytes = training_state_bytes(state_refs(), rank.world_size);
   const std::string path = checkpoints->save(position.step, bytes, [&](ParallelCheckpointWriter& writer) {
-    if (fault.hits("checkpoint-fill", position.step, rank.rank)) fill_file_system(config.checkpoint_dir);
+    if (fault.hits("checkpoint-fill", position.step, rank.rank)) {
+      announce_fault(fault, rank.where(), "filling the checkpoint file system");
+      fill_file_system(config.checkpoint_dir);
+    }
     write_training_state(writer, comm, state_refs(), position, ini);
     // Test faults strike after the arrays are written and before the commit: the worst moment.
-    if (fault.hits("checkpoint-kill", position.step, rank.rank)) std::raise(SIGKILL);
+    if (fault.hits("checkpoint-kill", position.step, rank.rank)) {
+      announce_fault(fault, rank.where(), "SIGKILL in the middle of the checkpoint write");
+      std::raise(SIGKILL);
+    }
     if (fault.hits("checkpoint-fail", position.step, rank.rank))
       throw Error(fmt::format("injected fault checkpoint-fail at step {} on rank {}", position.step, rank.rank));
   });
   last_saved_step = position.step;
   last_save_time = Clock::now();
+  if (fault.hits("checkpoint-corrupt", position.step, rank.rank) && rank.is_root()) {
+    announce_fault(fault, rank.where(), fmt::format("flipping one byte of '{}' after its commit", path));
+    corrupt_checkpoint(path);
+  }
   spdlog::info("checkpoint '{}' written in {:.2f} s", path, seconds_since(started));
 }
 
@@ -350,7 +400,17 @@ TrainResult Trainer::run() {
     const std::int64_t done = epoch == s.start.epoch ? s.start.global_batches_done : 0;
     auto indices = s.sampler->epoch_indices_from(epoch, done);
     indices.resize(static_cast<std::size_t>((s.steps_per_epoch * c.grad_accum_steps - done) * c.batch_size));
-    Loader loader(*s.train_reader, std::move(indices), c.batch_size, s.loading);
+    LoaderOptions loading = s.loading;
+    if (s.fault.kind == "loader-exception") {
+      // Batch b of this epoch's loader feeds step first_step + b / grad_accum_steps + 1.
+      const std::int64_t first_step = step;
+      loading.before_batch = [&s, first_step, accum = c.grad_accum_steps](std::int64_t batch) {
+        if (s.fault.hits("loader-exception", first_step + batch / accum + 1, s.rank.rank))
+          throw Error(fmt::format("injected fault {}: the data loader's thread failed on rank {}", s.fault.spec(),
+                                  s.rank.rank));
+      };
+    }
+    Loader loader(*s.train_reader, std::move(indices), c.batch_size, loading);
     bool save_after_eval = false;
 
     for (std::int64_t epoch_step = done / c.grad_accum_steps; epoch_step < s.steps_per_epoch && step < s.total_steps;
@@ -359,6 +419,7 @@ TrainResult Trainer::run() {
       set_learning_rate(*s.optimizer, lr);
       s.ddp->zero_grad();  // in place: gradients are views into the DDP buckets and stay so
 
+      s.inject_step_faults(step + 1);
       double step_loss = 0.0;
       for (int micro = 0; micro < c.grad_accum_steps; ++micro) {
         const auto wait_start = Clock::now();
@@ -376,6 +437,10 @@ TrainResult Trainer::run() {
           AutocastScope autocast(c.amp, s.device.device.type());
           loss = F::cross_entropy(s.model->forward(x).to(at::kFloat), labels);
         }
+        if (s.fault.hits("nan-loss", step + 1, s.rank.rank)) {
+          announce_fault(s.fault, s.rank.where(), "this rank's loss becomes NaN");
+          loss = loss * std::numeric_limits<float>::quiet_NaN();
+        }
         at::Tensor scaled = s.ddp->scale_loss(s.scaler->scale(loss / c.grad_accum_steps));
         if (!local_only) s.ddp->prepare_for_backward(scaled);
         scaled.backward();
@@ -383,7 +448,10 @@ TrainResult Trainer::run() {
       }
       s.ddp->finalize();
       // Gradients are identical on every rank now, so every rank takes (or skips) the same step.
-      if (s.scaler->unscale(s.model->parameters())) {
+      if (!s.scaler->enabled() && !s.gradients_finite(step + 1, step_loss)) {
+        ++s.skipped_steps;  // --on-nonfinite skip (abort has thrown)
+        s.ddp->zero_grad();
+      } else if (s.scaler->unscale(s.model->parameters())) {
         if (c.grad_clip > 0.0) torch::nn::utils::clip_grad_norm_(s.model->parameters(), c.grad_clip);
         s.optimizer->step();
       } else {
@@ -398,7 +466,13 @@ TrainResult Trainer::run() {
 
       if (step % c.log_interval == 0 || step == s.total_steps) {
         double sums[2] = {interval_loss, interval_data_wait};
-        s.comm.allreduce(sums, 2, DType::F64, ReduceOp::Avg);
+        std::size_t count = 2;
+        if (s.fault.hits("desync", step, s.rank.rank)) {
+          announce_fault(s.fault, s.rank.where(), "this rank all-reduces 1 metric where the others send 2");
+          count = 1;
+        }
+        const CollectiveLabel label("training metrics");
+        s.comm.allreduce(sums, count, DType::F64, ReduceOp::Avg);
         const double elapsed = seconds_since(interval_start);
         StepMetrics m;
         m.step = step;

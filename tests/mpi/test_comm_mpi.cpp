@@ -1,11 +1,14 @@
 // MpiComm on 2 and 3 ranks: values a person can check by hand (the sum of ranks is n(n-1)/2),
 // half-precision reductions, the string helpers and the collective failure agreement.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <numeric>
 #include <vector>
 
+#include "mnddp/comm/collective_check.hpp"
+#include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/error.hpp"
 
@@ -137,4 +140,50 @@ TEST_F(MpiCommTest, RootWorkFailureReachesAll) {
     EXPECT_TRUE(e.collective());
     EXPECT_EQ(e.exit_code(), kExitUsage);
   }
+}
+
+// The watchdog's view: every collective is numbered per channel, labelled, and closed when done.
+TEST_F(MpiCommTest, CollectivesAreTrackedWithLabels) {
+  std::int64_t value = r;
+  {
+    const CollectiveLabel label("unit test");
+    comm.allreduce(&value, 1, DType::I64, ReduceOp::Sum);
+  }
+  bool found = false;
+  for (const auto& s : CollectiveTracker::snapshot_all()) {
+    if (s.channel != "mpi" || !s.last || s.last->label != "unit test") continue;
+    found = true;
+    EXPECT_EQ(s.started, s.finished);
+    EXPECT_FALSE(s.oldest_open.has_value());
+    EXPECT_EQ(s.last->op, "allreduce");
+    EXPECT_EQ(s.last->bytes, 8u);
+  }
+  EXPECT_TRUE(found);
+  auto work = comm.allreduce_async(&value, 1, DType::I64, ReduceOp::Sum);
+  work->wait();
+  for (const auto& s : CollectiveTracker::snapshot_all())
+    if (s.channel == "mpi-async") EXPECT_EQ(s.started, s.finished);
+}
+
+// --debug-collectives: a rank that calls a different collective is named on every rank, and no rank
+// enters the mismatched MPI call (which would truncate or hang).
+TEST_F(MpiCommTest, DesyncCheckNamesTheFirstDifferingCall) {
+  set_debug_collectives(true);
+  std::vector<float> data(4, 1.0f);
+  const std::size_t count = r == n - 1 ? 3 : 4;
+  try {
+    const CollectiveLabel label("step metrics");
+    comm.allreduce(data.data(), count, DType::F32, ReduceOp::Sum);
+    ADD_FAILURE() << "the mismatch went unnoticed";
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    EXPECT_TRUE(e.collective());
+    EXPECT_NE(text.find("rank 0 calls allreduce float32 x 4 (step metrics)"), std::string::npos) << text;
+    EXPECT_NE(text.find(fmt::format("rank {} calls allreduce float32 x 3", n - 1)), std::string::npos) << text;
+  }
+  // In step again: the check passes and the call goes through.
+  std::vector<float> ones(4, 1.0f);
+  comm.allreduce(ones.data(), ones.size(), DType::F32, ReduceOp::Sum);
+  set_debug_collectives(false);
+  EXPECT_FLOAT_EQ(ones[0], static_cast<float>(n));
 }

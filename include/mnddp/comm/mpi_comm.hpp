@@ -8,6 +8,8 @@
 #include <atomic>
 #include <memory>
 
+#include "mnddp/comm/collective_check.hpp"
+#include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/communicator.hpp"
 
 namespace mnddp {
@@ -37,10 +39,15 @@ class MpiComm final : public Communicator {
   std::uint64_t collective_count() const override { return collectives_; }
 
  private:
+  // Records the call for the watchdog and, with --debug-collectives, checks the ranks agree on it.
+  CollectiveScope enter(const char* op, std::size_t count, DType dtype, int root = -1);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
   std::atomic<std::uint64_t> collectives_{0};  // counted from the autograd thread too
+  CollectiveTracker tracker_{"mpi"};
+  CollectiveCheck check_{"mpi"};
   std::unique_ptr<mpi_detail::AsyncChannel> async_;
 };
 

@@ -10,8 +10,10 @@
 #if MNDDP_HAVE_NCCL
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
+#include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/communicator.hpp"
 
 namespace mnddp {
@@ -46,12 +48,17 @@ class NcclComm final : public Communicator {
   struct Handles;  // NCCL and CUDA handles (kept out of this header)
 
  private:
+  // Opens the watchdog's record of a collective about to be queued; `done` says when the GPU is done.
+  std::uint64_t track(const char* op, std::size_t bytes, std::function<bool()> done);
+
   std::unique_ptr<Handles> handles_;
   int rank_ = 0;
   int size_ = 1;
   int device_ = 0;
   std::atomic<std::uint64_t> collectives_{0};
   std::atomic<bool> aborted_{false};
+  CollectiveTracker tracker_{"nccl"};
+  int health_check_ = 0;  // Watchdog health check: NCCL's asynchronous errors
 };
 
 }  // namespace mnddp

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -56,6 +57,9 @@ struct HostBatch {
 struct LoaderOptions {
   int prefetch_batches = 4;     // batches kept ready ahead of the consumer (at least 1)
   TransformOptions transforms;  // default: uint8 inputs scaled to [0, 1], nothing else
+  // Called on the reading thread before batch b is read; what it throws ends the stream like a read
+  // error (used by --inject-fault loader-exception).
+  std::function<void(std::int64_t batch)> before_batch;
 };
 
 class Loader {
@@ -85,6 +89,7 @@ class Loader {
   std::size_t capacity_;
   BatchTransform transform_;
   std::int64_t num_batches_;
+  std::function<void(std::int64_t)> before_batch_;
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -1,0 +1,111 @@
+// Collective records per channel, and the process-wide list the watchdog reads.
+#include "mnddp/comm/collective_tracker.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace mnddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+thread_local std::string t_label;
+
+// The live trackers. Never destroyed (a tracker may outlive static destruction order).
+std::mutex& registry_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::vector<CollectiveTracker*>& registry() {
+  static auto* trackers = new std::vector<CollectiveTracker*>;
+  return *trackers;
+}
+
+}  // namespace
+
+CollectiveLabel::CollectiveLabel(std::string label) : previous_(std::move(t_label)) { t_label = std::move(label); }
+CollectiveLabel::~CollectiveLabel() { t_label = std::move(previous_); }
+std::string CollectiveLabel::current() { return t_label; }
+
+CollectiveTracker::CollectiveTracker(std::string channel) : channel_(std::move(channel)), changed_(Clock::now()) {
+  std::lock_guard lock(registry_mutex());
+  registry().push_back(this);
+}
+
+CollectiveTracker::~CollectiveTracker() {
+  std::lock_guard lock(registry_mutex());
+  auto& all = registry();
+  all.erase(std::remove(all.begin(), all.end(), this), all.end());
+}
+
+std::uint64_t CollectiveTracker::begin(const std::string& op, std::size_t bytes, std::optional<std::string> label,
+                                       std::function<bool()> finished) {
+  CollectiveRecord record;
+  record.op = op;
+  record.bytes = bytes;
+  record.label = label ? std::move(*label) : t_label;
+  record.start = Clock::now();
+  record.finished = std::move(finished);
+  std::lock_guard lock(mutex_);
+  record.seq = ++started_;
+  changed_ = record.start;
+  last_ = record;
+  last_->finished = {};
+  open_.emplace(record.seq, std::move(record));
+  return started_;
+}
+
+void CollectiveTracker::end(std::uint64_t seq) {
+  std::lock_guard lock(mutex_);
+  if (open_.erase(seq) > 0) {
+    ++finished_;
+    changed_ = Clock::now();
+  }
+}
+
+void CollectiveTracker::poll() {
+  std::vector<std::pair<std::uint64_t, std::function<bool()>>> probes;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [seq, record] : open_)
+      if (record.finished) probes.emplace_back(seq, record.finished);
+  }
+  for (auto& [seq, probe] : probes)
+    if (probe()) end(seq);
+}
+
+CollectiveTracker::Snapshot CollectiveTracker::snapshot() const {
+  std::lock_guard lock(mutex_);
+  Snapshot s;
+  s.channel = channel_;
+  s.started = started_;
+  s.finished = finished_;
+  if (!open_.empty()) {
+    s.oldest_open = open_.begin()->second;
+    s.oldest_open->finished = {};
+  }
+  s.last = last_;
+  s.idle_s = std::chrono::duration<double>(Clock::now() - changed_).count();
+  return s;
+}
+
+std::vector<CollectiveTracker::Snapshot> CollectiveTracker::snapshot_all() {
+  std::lock_guard lock(registry_mutex());
+  std::vector<Snapshot> all;
+  for (const auto* tracker : registry()) all.push_back(tracker->snapshot());
+  return all;
+}
+
+void CollectiveTracker::poll_all() {
+  std::lock_guard lock(registry_mutex());
+  for (auto* tracker : registry()) tracker->poll();
+}
+
+std::string human_bytes(std::size_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < (1u << 20)) return fmt::format("{:.1f} KB", static_cast<double>(bytes) / 1024.0);
+  return fmt::format("{:.1f} MB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+
+}  // namespace mnddp

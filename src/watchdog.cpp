@@ -1,0 +1,257 @@
+// The watchdog thread: collective timeouts with a cross-rank diagnosis, health checks, and the
+// exit deadline.
+#include "mnddp/watchdog.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <list>
+#include <map>
+#include <vector>
+
+#include "mnddp/check.hpp"
+#include "mnddp/comm/collective_tracker.hpp"
+
+namespace mnddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kTick = std::chrono::milliseconds(100);
+constexpr int kRequestTag = 701;
+constexpr int kReplyTag = 702;
+constexpr double kReplyWait = 3.0;  // seconds a diagnosis waits for the other ranks' answers
+
+struct Request {
+  char channel[32];
+};
+
+// One rank's answer: where it is on the channel asked about, and a line on every channel.
+struct Reply {
+  std::int64_t started;
+  std::int64_t finished;
+  std::int64_t open_seq;  // 0: nothing open on that channel
+  double open_age;
+  double idle_s;
+  char text[480];
+};
+
+std::string describe(const CollectiveRecord& r) {
+  std::string text = fmt::format("{} #{} ({}", r.op, r.seq, human_bytes(r.bytes));
+  if (!r.label.empty()) text += ", " + r.label;
+  return text + ")";
+}
+
+std::string where_am_i() {
+  std::vector<std::string> parts;
+  const auto now = Clock::now();
+  for (const auto& s : CollectiveTracker::snapshot_all()) {
+    if (s.oldest_open) {
+      parts.push_back(fmt::format("{}: in {} for {:.1f} s", s.channel, describe(*s.oldest_open),
+                                  std::chrono::duration<double>(now - s.oldest_open->start).count()));
+    } else if (s.last) {
+      parts.push_back(fmt::format("{}: finished {} calls, the last {}, {:.1f} s ago", s.channel, s.finished,
+                                  describe(*s.last), s.idle_s));
+    } else {
+      parts.push_back(fmt::format("{}: no calls yet", s.channel));
+    }
+  }
+  return parts.empty() ? "no communicators" : fmt::format("{}", fmt::join(parts, "; "));
+}
+
+Reply make_reply(const std::string& channel) {
+  Reply reply{};
+  for (const auto& s : CollectiveTracker::snapshot_all()) {
+    if (s.channel != channel) continue;
+    reply.started = static_cast<std::int64_t>(s.started);
+    reply.finished = static_cast<std::int64_t>(s.finished);
+    reply.idle_s = s.idle_s;
+    if (s.oldest_open) {
+      reply.open_seq = static_cast<std::int64_t>(s.oldest_open->seq);
+      reply.open_age = std::chrono::duration<double>(Clock::now() - s.oldest_open->start).count();
+    }
+  }
+  const std::string text = where_am_i();
+  std::memcpy(reply.text, text.data(), std::min(sizeof(reply.text) - 1, text.size()));
+  return reply;
+}
+
+std::mutex g_checks_mutex;
+std::map<int, std::function<std::optional<std::string>()>> g_checks;
+int g_next_check = 0;
+
+}  // namespace
+
+struct Watchdog::Impl {
+  RankInfo rank;
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::atomic<double> timeout_s{0.0};
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stop = false;
+  // Replies on their way out, with their buffers (a std::list keeps addresses stable).
+  std::list<std::pair<MPI_Request, Reply>> sending;
+  std::thread thread;
+};
+
+Watchdog::Watchdog(const RankInfo& rank, double timeout_s) : impl_(std::make_unique<Impl>()) {
+  impl_->rank = rank;
+  impl_->timeout_s = timeout_s;
+  MNDDP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm));
+  MNDDP_MPI_CHECK(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN));
+  impl_->thread = std::thread([this] { run(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->stop = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  for (auto& [request, reply] : impl_->sending) MPI_Request_free(&request);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&impl_->comm);
+}
+
+void Watchdog::set_timeout(double seconds) { impl_->timeout_s = seconds; }
+
+int Watchdog::add_health_check(std::function<std::optional<std::string>()> check) {
+  std::lock_guard lock(g_checks_mutex);
+  g_checks.emplace(++g_next_check, std::move(check));
+  return g_next_check;
+}
+
+void Watchdog::remove_health_check(int id) {
+  std::lock_guard lock(g_checks_mutex);
+  g_checks.erase(id);
+}
+
+void Watchdog::arm_exit_deadline(double seconds, int exit_code) {
+  std::thread([seconds, exit_code] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    std::fprintf(stderr, "mnddp: fatal: the process did not finish shutting down within %.0f s; exiting\n", seconds);
+    std::fflush(stderr);
+    std::_Exit(exit_code);
+  }).detach();
+}
+
+void Watchdog::serve_requests() {
+  // Answers every question waiting, without ever blocking on a peer.
+  while (true) {
+    int waiting = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kRequestTag, impl_->comm, &waiting, &status) != MPI_SUCCESS || !waiting) break;
+    Request request{};
+    MPI_Recv(&request, sizeof(request), MPI_BYTE, status.MPI_SOURCE, kRequestTag, impl_->comm, MPI_STATUS_IGNORE);
+    request.channel[sizeof(request.channel) - 1] = '\0';
+    auto& [handle, reply] = impl_->sending.emplace_back(MPI_REQUEST_NULL, make_reply(request.channel));
+    MPI_Isend(&reply, sizeof(Reply), MPI_BYTE, status.MPI_SOURCE, kReplyTag, impl_->comm, &handle);
+  }
+  for (auto it = impl_->sending.begin(); it != impl_->sending.end();) {
+    int done = 0;
+    MPI_Test(&it->first, &done, MPI_STATUS_IGNORE);
+    it = done ? impl_->sending.erase(it) : std::next(it);
+  }
+}
+
+void Watchdog::run() {
+  while (true) {
+    {
+      std::unique_lock lock(impl_->mutex);
+      if (impl_->wake.wait_for(lock, kTick, [&] { return impl_->stop; })) return;
+    }
+    serve_requests();
+    std::vector<std::function<std::optional<std::string>()>> checks;
+    {
+      std::lock_guard lock(g_checks_mutex);
+      for (const auto& [id, check] : g_checks) checks.push_back(check);
+    }
+    for (const auto& check : checks)
+      if (auto problem = check()) Runtime::abort_all(*problem, kExitFailure);
+
+    CollectiveTracker::poll_all();
+    const double timeout = impl_->timeout_s.load();
+    if (timeout <= 0) continue;
+    // The lowest rank in a stuck call speaks first; the others would only repeat it.
+    const double stagger = std::min(impl_->rank.rank, 20) * 0.25;
+    for (const auto& s : CollectiveTracker::snapshot_all()) {
+      if (!s.oldest_open) continue;
+      const double age = std::chrono::duration<double>(Clock::now() - s.oldest_open->start).count();
+      if (age > timeout + stagger) diagnose_and_abort(s.channel, s.oldest_open->seq, describe(*s.oldest_open), age);
+    }
+  }
+}
+
+void Watchdog::diagnose_and_abort(const std::string& channel, std::uint64_t seq, const std::string& what, double age) {
+  const int me = impl_->rank.rank;
+  const int size = impl_->rank.world_size;
+  Request request{};
+  std::memcpy(request.channel, channel.data(), std::min(sizeof(request.channel) - 1, channel.size()));
+  std::vector<Reply> replies(static_cast<std::size_t>(size));
+  std::vector<MPI_Request> asks(static_cast<std::size_t>(size), MPI_REQUEST_NULL);
+  std::vector<MPI_Request> answers(static_cast<std::size_t>(size), MPI_REQUEST_NULL);
+  for (int r = 0; r < size; ++r) {
+    if (r == me) continue;
+    MPI_Isend(&request, sizeof(request), MPI_BYTE, r, kRequestTag, impl_->comm, &asks[static_cast<std::size_t>(r)]);
+    MPI_Irecv(&replies[static_cast<std::size_t>(r)], sizeof(Reply), MPI_BYTE, r, kReplyTag, impl_->comm,
+              &answers[static_cast<std::size_t>(r)]);
+  }
+  std::vector<bool> answered(static_cast<std::size_t>(size), false);
+  answered[static_cast<std::size_t>(me)] = true;
+  replies[static_cast<std::size_t>(me)] = make_reply(channel);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(kReplyWait);
+  while (Clock::now() < deadline && std::find(answered.begin(), answered.end(), false) != answered.end()) {
+    serve_requests();  // two ranks diagnosing at once must still answer each other
+    for (int r = 0; r < size; ++r) {
+      if (answered[static_cast<std::size_t>(r)]) continue;
+      int done = 0;
+      MPI_Test(&answers[static_cast<std::size_t>(r)], &done, MPI_STATUS_IGNORE);
+      answered[static_cast<std::size_t>(r)] = done != 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  std::vector<int> behind, inside, ahead, silent;
+  for (int r = 0; r < size; ++r) {
+    const auto& reply = replies[static_cast<std::size_t>(r)];
+    if (!answered[static_cast<std::size_t>(r)]) {
+      silent.push_back(r);
+      continue;
+    }
+    const auto s = static_cast<std::int64_t>(seq);
+    if (reply.started < s)
+      behind.push_back(r);
+    else if (reply.finished >= s && reply.open_seq != s)
+      ahead.push_back(r);
+    else
+      inside.push_back(r);
+  }
+  for (int r = 0; r < size; ++r) {
+    const auto& reply = replies[static_cast<std::size_t>(r)];
+    if (answered[static_cast<std::size_t>(r)])
+      std::fprintf(stderr, "[%s] watchdog: rank %d: %s\n", impl_->rank.where().c_str(), r, reply.text);
+  }
+  std::string summary = fmt::format(
+      "collective timeout: {} on the {} channel has not finished after {:.1f} s (--collective-timeout {:g})", what,
+      channel, age, impl_->timeout_s.load());
+  for (int r : behind) {
+    const auto& reply = replies[static_cast<std::size_t>(r)];
+    summary += fmt::format("; rank {} never reached it (its last call there was #{}, {:.1f} s ago)", r, reply.started,
+                           reply.idle_s);
+  }
+  if (!silent.empty())
+    summary += fmt::format("; no answer within {:g} s from rank(s) {} (stopped, or stuck outside MPI)", kReplyWait,
+                           fmt::join(silent, ", "));
+  if (behind.empty() && silent.empty())
+    summary += fmt::format("; every rank is inside it (ranks {}): a stuck network or device", fmt::join(inside, ", "));
+  if (!ahead.empty()) summary += fmt::format("; rank(s) {} already finished it", fmt::join(ahead, ", "));
+  Runtime::abort_all(summary, kExitHang);
+}
+
+}  // namespace mnddp
