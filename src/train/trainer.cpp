@@ -29,6 +29,7 @@
 #include "mnddp/fault_injection.hpp"
 #include "mnddp/model/models.hpp"
 #include "mnddp/observe/metrics.hpp"
+#include "mnddp/observe/resources.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/train/device.hpp"
 #include "mnddp/train/loss_scaler.hpp"
@@ -112,6 +113,7 @@ struct Trainer::State {
   bool checkpoint_due(std::int64_t step, bool& preempted);
   // --inject-fault faults that strike at the start of a step.
   void inject_step_faults(std::int64_t step);
+  void log_resources(std::int64_t step) const;  // --log-level debug: file descriptors, threads, communicators
   // Without the fp16 scaler: whether the (all-reduced, so identical) gradients are finite. If not,
   // --on-nonfinite abort throws a collective error naming the step and every rank's loss; skip warns.
   bool gradients_finite(std::int64_t step, double step_loss);
@@ -205,9 +207,9 @@ void Trainer::State::evaluate(std::int64_t step, std::int64_t epoch, TrainResult
   ddp->sync_buffers();  // one model on every rank: rank 0's BatchNorm statistics
   model->eval();
   const auto indices = eval_indices(val_index->num_samples(), rank.world_size, rank.rank);
-  Loader loader(*val_reader, indices, config.batch_size, loading);
   // Sums over this rank's share; every sample of the validation set is counted exactly once.
   double totals[3] = {0.0, 0.0, 0.0};  // correct, loss sum, samples
+  Loader loader(*val_reader, indices, config.batch_size, loading);
   while (auto batch = loader.next()) {
     at::Tensor labels;
     at::Tensor x = to_tensor(*batch, labels);
@@ -231,6 +233,11 @@ void Trainer::State::evaluate(std::int64_t step, std::int64_t epoch, TrainResult
   spdlog::info("epoch {} step {}: validation accuracy {:.4f}, loss {:.4f} ({} samples)", epoch, step,
                result.val_accuracy, result.val_loss, result.val_samples);
   metrics.write(EvalMetrics{step, epoch, result.val_loss, result.val_accuracy, result.val_samples});
+}
+
+void Trainer::State::log_resources(std::int64_t step) const {
+  if (spdlog::should_log(spdlog::level::debug))
+    spdlog::debug("step {}: resources: {}", step, to_string(count_resources()));
 }
 
 TrainingStateRefs Trainer::State::state_refs() {
@@ -510,6 +517,7 @@ TrainResult Trainer::run() {
     const bool epoch_complete = !stop || save_after_eval;
     if (epoch_complete) s.evaluate(step, epoch, result);
     if (save_after_eval) s.save({step, epoch + 1, 0, s.rank.world_size, c.batch_size, interval_loss, interval_steps});
+    s.log_resources(step);  // the epoch's loaders, evaluation and checkpoint are all closed by now
     if (stop) {
       result.preempted = preempted;
       result.stopped_early = !preempted;

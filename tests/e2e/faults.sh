@@ -1,0 +1,93 @@
+# Every injected fault (--inject-fault) and an external kill -9 end the job with a non-zero exit
+# within --collective-timeout + 15 s, with one line that names the fault and the rank; a slow rank
+# is not mistaken for a hung one; a corrupt newest checkpoint makes resume fall back.
+source "$(dirname "$0")/lib.sh"
+
+"$MNDDP_DATA_BIN" synth --out "$WORK/data" --train-samples 1024 --val-samples 64 --shards 2 --shape 16 >/dev/null
+TIMEOUT=5
+DEADLINE=$((TIMEOUT + 15))
+BASE=(--train-data "$WORK/data/train_*.h5" --val-data "$WORK/data/val_*.h5" --batch-size 8 --epochs 2
+  --metrics-file "" --collective-timeout "$TIMEOUT")
+
+# expect_fault NAME CODE NEEDLE... : the last run ended in time with exit code CODE ("nonzero": any
+# but 0) and one line of stderr holds every NEEDLE.
+expect_fault() {
+  local name=$1 code=$2
+  shift 2
+  CASES=$((CASES + 1))
+  if [ "$RC" = 124 ] || [ "$RC" = 137 -a "$code" != nonzero ]; then fail "$name: hung (killed after ${DEADLINE}s)"; return; fi
+  if [ "$code" = nonzero ] && [ "$RC" = 0 ]; then fail "$name: exit code 0"; return; fi
+  if [ "$code" != nonzero ] && [ "$RC" != "$code" ]; then fail "$name: exit code $RC, expected $code"$'\n'"$ERR"; return; fi
+  if [ "$ELAPSED" -gt "$DEADLINE" ]; then fail "$name: took ${ELAPSED}s (deadline ${DEADLINE}s)"; return; fi
+  local line=$ERR
+  for needle in "$@"; do line=$(grep -F -- "$needle" <<<"$line"); done
+  if [ -z "$line" ]; then fail "$name: no line with all of: $*"$'\n'"$ERR"; return; fi
+  pass "$name (rc $RC, ${ELAPSED}s): $(head -1 <<<"$line" | cut -c1-220)"
+}
+
+run_mpi 3 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault crash@20:1
+expect_fault "crash of rank 1" nonzero "injected fault crash@20:1" "rank 1@"
+
+run_mpi 3 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault hang@20:1
+expect_fault "hang of rank 1" 4 "mnddp: fatal: collective timeout" "rank 1 never reached it" "gradient bucket"
+
+run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault loader-exception@20:1
+expect_fault "exception in rank 1's loader thread" 1 "mnddp: fatal:" "loader-exception@20:1" "rank 1"
+
+run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault nan-loss@20:1
+expect_fault "NaN loss on rank 1, --on-nonfinite abort" 1 "mnddp: error: step 20: NaN/Inf" "nan on rank 1"
+CASES=$((CASES + 1))
+if [ "$(grep -c 'mnddp: error:' <<<"$ERR")" = 1 ]; then pass "NaN abort: one message"; else fail "NaN abort: $ERR"; fi
+
+run_mpi 2 60 "${BASE[@]}" --inject-fault nan-loss@20:1 --on-nonfinite skip
+CASES=$((CASES + 1))
+if [ "$RC" = 0 ] && [ "$(grep -c 'step skipped (--on-nonfinite skip)' <<<"$OUT$ERR")" = 1 ]; then
+  pass "NaN loss with --on-nonfinite skip: one warning, the run finishes"
+else
+  fail "NaN skip: rc $RC"$'\n'"$ERR"
+fi
+
+run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault desync@20:1 --log-interval 1 --debug-collectives true
+expect_fault "desync with --debug-collectives" 1 "mnddp: error: collectives out of step" \
+  "rank 0 calls allreduce float64 x 2 (training metrics) but rank 1 calls allreduce float64 x 1"
+
+run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault desync@20:1 --log-interval 1
+expect_fault "desync without the check" nonzero "injected fault desync@20:1" "rank 1@"
+
+# A slow rank (0.5 s a step) stays under the timeout: not a hang, the run completes.
+run_mpi 2 60 "${BASE[@]}" --inject-fault slow@120:1 --collective-timeout 2
+CASES=$((CASES + 1))
+if [ "$RC" = 0 ] && ! grep -q "collective timeout" <<<"$ERR"; then pass "slow rank: no false alarm, finished"
+else fail "slow rank: rc $RC"$'\n'"$ERR"; fi
+
+# Corrupt newest checkpoint: the next run warns and resumes from the one before.
+run_mpi 2 60 "${BASE[@]}" --checkpoint-dir "$WORK/ck" --checkpoint-interval 10 --max-steps 30 \
+  --inject-fault checkpoint-corrupt@30
+run_mpi 2 60 "${BASE[@]}" --checkpoint-dir "$WORK/ck" --checkpoint-interval 10 --max-steps 40
+CASES=$((CASES + 1))
+if [ "$RC" = 0 ] && grep -q "step-00000030.h5' is not usable.*corrupt" <<<"$OUT$ERR" &&
+  grep -q "resumed from '.*step-00000020.h5': step 20" <<<"$OUT$ERR"; then
+  pass "corrupt newest checkpoint: resume fell back to step 20"
+else
+  fail "corrupt checkpoint fallback: rc $RC"$'\n'"$ERR"
+fi
+
+# External kill -9 of one random rank, mid-run: every rank ends.
+"$MPIEXEC" -np 3 --oversubscribe "$MNDDP_BIN" train --threads 1 "${BASE[@]}" --epochs 1000 --log-interval 1 \
+  >"$WORK/kill.out" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do grep -q "step 5/" "$WORK/kill.out" 2>/dev/null && break; sleep 0.1; done
+mapfile -t ranks < <(pgrep -f "mnddp train" -P "$launcher")
+victim=${ranks[$((RANDOM % ${#ranks[@]}))]}
+start=$SECONDS
+kill -9 "$victim"
+for _ in $(seq "$DEADLINE"); do kill -0 "$launcher" 2>/dev/null || break; sleep 1; done
+CASES=$((CASES + 1))
+if kill -0 "$launcher" 2>/dev/null; then
+  fail "kill -9 of rank pid $victim: the job still runs after ${DEADLINE}s"
+  pkill -9 -P "$launcher"
+else
+  wait "$launcher"
+  pass "kill -9 of one of ${#ranks[@]} ranks (pid $victim): the job ended in $((SECONDS - start))s, rc $?"
+fi
+finish
