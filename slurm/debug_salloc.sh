@@ -47,7 +47,7 @@ MNDDP_BIN=${MNDDP_BIN:-$(dirname "$here")/build/mnddp}
 export NCCL_DEBUG=${NCCL_DEBUG:-INFO}
 export NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET}
 cpus=${SLURM_CPUS_PER_TASK:-$cpus_per_task}
-export OMP_NUM_THREADS=$cpus MNDDP_THREADS=${MNDDP_THREADS:-$cpus}
+export OMP_NUM_THREADS=$cpus
 
 # Inside an allocation made elsewhere (SLURM_JOB_ID only), srun takes the allocation's shape from
 # the job; the -N/--ntasks-per-node here only matter when they are smaller.

@@ -26,6 +26,8 @@ use_cluster() {
   fi
   # The scripts read these: the binary under test, run directories inside WORK.
   export MNDDP_BIN MNDDP_RUN_ROOT=$WORK/runs
+  # Jobs take their threads from the allocation, as on a real cluster, not from the test harness.
+  unset MNDDP_THREADS
 }
 
 # make_data [TRAIN_SAMPLES]: a small 4-class dataset in $WORK/data, and DATA=(mnddp options for it).

@@ -224,7 +224,7 @@ cmd_start() {
   done
   [ "$(id -u)" = 0 ] || die "the local cluster runs slurmd as root: run as root"
   cmd_stop quiet
-  rm -rf "${DIR:?}"/{state,log,dev,gres.conf,spool-*,nt-*,nodetmp,munge,tmp,*.pid,*.pid.start,ports}
+  rm -rf "${DIR:?}"/{state,log,dev,gres.conf,spool-*,nt-*,nodetmp,munge,tmp,*.pid,*.pid.start,*.mntns,ports}
   mkdir -p "$DIR"/{state,log,nodetmp,tmp}
   [ "$ROOT" = "$DIR" ] || ln -sfn "$DIR" "$LINK"
   choose_ports
@@ -238,6 +238,7 @@ cmd_start() {
   for node in "${NODES[@]}"; do
     wait_for 10 test -s "$DIR/slurmd-$node.pid" || { show_logs; die "slurmd $node wrote no pid file"; }
     stamp_pid_file "$DIR/slurmd-$node.pid"
+    readlink "/proc/$(head -1 "$DIR/slurmd-$node.pid")/ns/mnt" >"$DIR/slurmd-$node.mntns"
   done
   if ! wait_for 60 nodes_idle; then
     sinfo -N >&2 || true
@@ -254,19 +255,27 @@ cmd_stop() {
   for file in $(daemon_pid_files); do
     if pid_alive "$file"; then live+=("$(head -1 "$file")"); fi
   done
-  if ((${#live[@]} == 0)); then
+  if ((${#live[@]} == 0)) && [ -z "$(node_processes)" ]; then
     [ -n "$quiet" ] || say "not running ($DIR)"
     [ "$ROOT" = "$DIR" ] || rm -f "$LINK"
     return 0
   fi
-  # Snapshot everything the daemons started (slurmstepd, job shells, ranks) before they go away:
-  # orphans are re-parented and could not be found later.
-  local snapshot
-  snapshot=$(descendants "${live[@]}")
+  # Jobs first, while Slurm can still end them in order (SIGTERM, then SIGKILL after KillWait).
   if pid_alive "$DIR/slurmctld.pid"; then
-    scancel --quiet --full --state=RUNNING,PENDING,SUSPENDED --user="$(id -un)" 2>/dev/null || true
-    timeout 10 scontrol shutdown 2>/dev/null || true
+    local jobs
+    jobs=$(squeue -h -o %i 2>/dev/null | tr '\n' ' ')
+    if [ -n "${jobs// /}" ]; then
+      [ -n "$quiet" ] || say "cancelling jobs $jobs"
+      # shellcheck disable=SC2086  # one word per job id
+      scancel $jobs 2>/dev/null || true
+      wait_for 30 jobs_gone || say "jobs still listed 30 s after scancel: killing their processes"
+    fi
   fi
+  # Snapshot what the daemons started (slurmscriptd, ...) before they go away: orphans are
+  # re-parented and could not be found later.
+  local snapshot
+  snapshot=$( ((${#live[@]} == 0)) || descendants "${live[@]}")
+  if pid_alive "$DIR/slurmctld.pid"; then timeout 10 scontrol shutdown 2>/dev/null || true; fi
   local deadline=$((SECONDS + 15)) any
   while :; do
     any=0
@@ -284,20 +293,55 @@ cmd_stop() {
       kill -9 "$(head -1 "$file")" 2>/dev/null || true
     fi
   done
+  # slurmstepd daemonizes away from slurmd, and its tasks with it; all of them stay in the slurmd's
+  # private mount namespace, which nothing else on the host uses.
   local pid start
+  for pid in $(node_processes); do
+    say "killing leftover process $pid ($(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | cut -c1-80))"
+    kill -9 "$pid" 2>/dev/null || true
+  done
   while read -r pid start; do
     [ -n "$pid" ] || continue
     if [ "$(proc_start_time "$pid" 2>/dev/null)" = "$start" ]; then
-      say "killing leftover process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80))"
+      say "killing leftover process $pid ($(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | cut -c1-80))"
       kill -9 "$pid" 2>/dev/null || true
     fi
   done <<<"$snapshot"
   [ "$ROOT" = "$DIR" ] || rm -f "$LINK"
-  # The daemons name DIR on their command lines: none may be left.
+  # Nothing of the cluster may be left: no daemon naming DIR, no process in the nodes' namespaces.
   local left
-  left=$(daemons_of_dir)
+  wait_for 5 nothing_left || true
+  left="$(daemons_of_dir)$(node_processes)"
   [ -z "$left" ] || die "still running after stop: $left"
   [ -n "$quiet" ] || say "stopped ($DIR)"
+}
+
+jobs_gone() { [ -z "$(squeue -h -o %i 2>/dev/null)" ]; }
+nothing_left() { [ -z "$(daemons_of_dir)$(node_processes)" ]; }
+
+# node_processes: live processes in the private mount namespace of either slurmd (recorded at
+# start): slurmd, its slurmstepd and every job process on the fake nodes.
+node_processes() {
+  local ns_file mine namespaces=() link pid
+  mine=$(readlink /proc/self/ns/mnt)
+  for ns_file in "$DIR"/slurmd-*.mntns; do
+    [ -s "$ns_file" ] || continue
+    # Never this shell's own namespace (should unshare ever have failed to make a new one).
+    [ "$(cat "$ns_file")" = "$mine" ] || namespaces+=("$(cat "$ns_file")")
+  done
+  ((${#namespaces[@]})) || return 0
+  for link in /proc/[0-9]*/ns/mnt; do
+    pid=${link#/proc/}
+    pid=${pid%/ns/mnt}
+    local ns
+    ns=$(readlink "$link" 2>/dev/null) || continue  # gone, or a zombie
+    for want in "${namespaces[@]}"; do
+      if [ "$ns" = "$want" ]; then
+        printf '%s ' "$pid"
+        break
+      fi
+    done
+  done
 }
 
 # daemons_of_dir: "pid name" of munged/slurmctld/slurmd processes whose command line names DIR.
@@ -306,9 +350,9 @@ daemons_of_dir() {
   for cmdline in /proc/[0-9]*/cmdline; do
     pid=${cmdline#/proc/}
     pid=${pid%/cmdline}
-    case $(tr '\0' ' ' <"$cmdline" 2>/dev/null) in
+    case $(tr '\0' ' ' 2>/dev/null <"$cmdline") in
       munged*"$DIR"* | munged*"$ROOT/"* | slurm*"$DIR"* | slurm*"$ROOT/"*)
-        [ "$(proc_field "$pid" 1)" = Z ] || printf '%s %s; ' "$pid" "$(cut -d' ' -f1 <"/proc/$pid/comm")" ;;
+        [ "$(proc_field "$pid" 1)" = Z ] || printf '%s %s; ' "$pid" "$(cut -d' ' -f1 2>/dev/null <"/proc/$pid/comm")" ;;
     esac
   done
 }

@@ -2,7 +2,8 @@
 # command-line overrides (tasks per node, GPUs per node, CPUs per task, time, output): the job
 # completes with 4 ranks, local ranks 0 and 1 on each of two nodes, each rank bound to its own core,
 # one thread per rank from SLURM_CPUS_PER_TASK, and a final accuracy; the run directory is keyed
-# by the job id. A missing binary fails fast with a message.
+# by the job id. With 2 CPUs per task each rank gets 2 cores and 2 threads. A missing binary fails
+# fast with a message.
 source "$(dirname "$0")/lib.sh"
 use_cluster
 make_data
@@ -31,6 +32,17 @@ if [ -s "$run_dir/checkpoints/latest" ] && [ -s "$run_dir/metrics.jsonl" ]; then
 else
   fail "no checkpoints/latest and metrics.jsonl in $run_dir: $(ls -R "$WORK/runs" 2>&1)"
 fi
+
+# 2 CPUs per task: each rank is bound to both cores of its node (the script repeats --cpus-per-task
+# on srun, which Slurm 22.05 does not inherit: it would bind to one) and runs 2 torch threads.
+log=$WORK/cpus.out
+submit job --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --cpus-per-task=2 --time=5 --output="$log" \
+  "$SLURM_DIR/train.sbatch" "${DATA[@]}" --batch-size 8 --epochs 1 --hidden 32
+wait_until 180 job_ended "$job" || fail "job $job did not end within 180 s"
+expect_job "train.sbatch 2 nodes x 1 task x 2 CPUs" "$job" COMPLETED 0:0 &&
+  expect_log "... each rank on both cores of its node, 2 threads" "$log" \
+    'cpu-bind=MASK - n1, task +0 +0 .*mask 0x3 set' 'cpu-bind=MASK - n2, task +1 +0 .*mask 0x3 set' \
+    'rank 0/2 host [^ ]+ node 0/2 local rank 0/1 .* threads 2$' 'rank 1/2 host [^ ]+ node 1/2 local rank 0/1 .* threads 2$'
 
 # A wrong MNDDP_BIN: exit 2 with a message before any srun.
 submit bad --nodes=1 --ntasks-per-node=1 --gpus-per-node=0 --cpus-per-task=1 --time=1 --output="$WORK/bad.out" \
