@@ -171,6 +171,7 @@ int main(int argc, char** argv) {
   }
   args.erase(args.begin());
 
+  hold_default_preemption_signals();  // a warning during start-up must not kill the rank
   std::optional<Runtime> runtime;
   std::optional<Watchdog> watchdog;  // destroyed before the runtime finalizes MPI
   try {

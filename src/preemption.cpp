@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <vector>
 
 #include "mnddp/error.hpp"
 
@@ -17,6 +18,11 @@ namespace mnddp {
 namespace {
 
 std::atomic<int> g_signal{0};
+
+std::vector<int>& held_signals() {
+  static std::vector<int> signals;
+  return signals;
+}
 
 extern "C" void on_preemption_signal(int signal) { g_signal.store(signal, std::memory_order_relaxed); }
 
@@ -55,6 +61,24 @@ void install_preemption_handlers(const std::vector<int>& signals) {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   for (int signal : signals) sigaction(signal, &action, nullptr);
+}
+
+void hold_default_preemption_signals() {
+  held_signals() = parse_signal_list("USR2,TERM");  // the --preempt-signals default
+  install_preemption_handlers(held_signals());
+}
+
+void settle_preemption_signals(const std::vector<int>& wanted) {
+  install_preemption_handlers(wanted);
+  for (int signal : held_signals()) {
+    if (std::find(wanted.begin(), wanted.end(), signal) != wanted.end()) continue;
+    std::signal(signal, SIG_DFL);
+    if (g_signal.load() == signal) {
+      g_signal.store(0);
+      std::raise(signal);
+    }
+  }
+  held_signals().clear();
 }
 
 bool preemption_requested() { return g_signal.load(std::memory_order_relaxed) != 0; }

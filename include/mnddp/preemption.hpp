@@ -17,6 +17,15 @@ std::vector<int> parse_signal_list(const std::string& spec);
 
 // Installs the flag-setting handler for these signals (SA_RESTART, async-signal-safe).
 void install_preemption_handlers(const std::vector<int>& signals);
+
+// First thing in main, before MPI starts: catch the default signals already, so a warning that
+// arrives while the job is still starting (a requeued job is often warned at once) sets the flag
+// instead of killing the rank. Settled once the config is known:
+void hold_default_preemption_signals();
+// `wanted`: the signals this run checkpoints on (empty without --checkpoint-dir). Every held signal
+// not wanted goes back to its default action, and one of them that already arrived is re-raised,
+// so it has the effect it would have had.
+void settle_preemption_signals(const std::vector<int>& wanted);
 bool preemption_requested();
 int preemption_signal();  // the signal that arrived (0 if none)
 

@@ -362,12 +362,12 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& co
   LossScalerOptions scaling;
   scaling.enabled = config.amp == "fp16";
   s.scaler = std::make_unique<LossScaler>(scaling, s.device.device);
+  std::vector<int> signals;  // none without checkpoints: a signal then has its usual effect
   if (!config.checkpoint_dir.empty()) {
     s.checkpoints = std::make_unique<CheckpointManager>(config.checkpoint_dir, config.keep_last, comm, comm.handle());
-    std::vector<int> signals;
     on_all_then_agree(comm, [&] { signals = parse_signal_list(config.preempt_signals); });
-    install_preemption_handlers(signals);
   }
+  settle_preemption_signals(signals);
   on_all_then_agree(comm, [&] { s.resume_if_asked(); });
 
   spdlog::info("model {}: {} parameters; {} training samples in {} shards, sample shape [{}]", config.model,
