@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,6 +64,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mnddp-data: error: %s\n", e.what());
     return e.exit_code();
   } catch (const boost::program_options::error& e) {
+    std::fprintf(stderr, "mnddp-data: error: %s\n", e.what());
+    return mnddp::kExitUsage;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // An output path that cannot be made or replaced (a directory in the way): the user's to fix.
     std::fprintf(stderr, "mnddp-data: error: %s\n", e.what());
     return mnddp::kExitUsage;
   } catch (const std::exception& e) {

@@ -206,6 +206,10 @@ std::vector<OptionSpec> build_table() {
   t.add("checkpoint-interval", &C::checkpoint_interval, "checkpoint every this many steps; 0: only at the end",
         at_least<std::int64_t>(0));
   t.add("keep-last", &C::keep_last, "checkpoints to keep", at_least(1));
+  t.add("checkpoint-async", &C::checkpoint_async,
+        "write checkpoints beside training: the step waits only for a host copy of the state (which needs "
+        "that much memory); false: training waits for the whole commit",
+        Check<bool>{});
   t.add("resume", &C::resume, "auto (newest valid checkpoint in checkpoint-dir), none, or a checkpoint path",
         not_empty());
 
@@ -234,9 +238,7 @@ std::vector<OptionSpec> build_table() {
         "stops the job naming the call and the ranks; costs one small all-gather per collective",
         Check<bool>{});
   t.add("inject-fault", &C::inject_fault,
-        "testing aid: fail on purpose, KIND@STEP[:RANK]; kinds in docs/ERRORS.md (checkpoint-kill, checkpoint-fail, "
-        "checkpoint-fill)",
-        any_text());
+        "testing aid: fail on purpose, KIND@STEP[:RANK]; the kinds are in docs/FAULT_TOLERANCE.md", any_text());
   t.add("bucket-cap-mb", &C::bucket_cap_mb, "gradient bucket size in MiB: one all-reduce per bucket",
         greater_than(0.0));
   t.add("first-bucket-mb", &C::first_bucket_mb,

@@ -7,6 +7,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -82,7 +83,8 @@ int export_command(const std::vector<std::string>& args) {
   po::options_description options("mnddp export");
   options.add_options()("help,h", "show this help")("checkpoint", po::value<std::string>()->required(),
                                                     "checkpoint file (step-N.h5)")(
-      "out", po::value<std::string>()->required(), "output file for torch.load (e.g. model.pt)");
+      "out", po::value<std::string>()->required(), "output file for torch.load (e.g. model.pt)")(
+      "overwrite", "replace --out if it exists");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).run(), vm);
   if (vm.count("help")) {
@@ -96,7 +98,11 @@ int export_command(const std::vector<std::string>& args) {
     return kExitOk;
   }
   po::notify(vm);
-  export_checkpoint(vm["checkpoint"].as<std::string>(), vm["out"].as<std::string>());
+  const std::string out = vm["out"].as<std::string>();
+  std::error_code error;
+  if (std::filesystem::exists(out, error) && (vm.count("overwrite") == 0 || std::filesystem::is_directory(out, error)))
+    throw UsageError(fmt::format("export: --out '{}' exists; pass --overwrite to replace it", out));
+  export_checkpoint(vm["checkpoint"].as<std::string>(), out);
   std::printf("wrote %s\n", vm["out"].as<std::string>().c_str());
   return kExitOk;
 }

@@ -67,6 +67,7 @@ struct TrainingConfig {
   std::string checkpoint_dir;            // empty: no checkpoints
   std::int64_t checkpoint_interval = 0;  // steps; 0: only at the end
   int keep_last = 3;
+  bool checkpoint_async = true;               // write checkpoints beside training (after a host copy of the state)
   std::string resume = "auto";                // auto | none | PATH
   double checkpoint_minutes = 0.0;            // also checkpoint every this many minutes; 0: off
   std::string preempt_signals = "USR2,TERM";  // checkpoint and exit with code 3 on these

@@ -173,7 +173,12 @@ std::string CheckpointManager::resolve_resume(Communicator& comm, const std::str
         chosen = candidate;
         return;
       }
-      spdlog::warn("checkpoint '{}' is not usable ({}); trying an older one", candidate, why);
+      // Set aside, not deleted: kept for a post-mortem, never chosen (or overwritten) again.
+      const std::string kept = candidate + ".corrupt";
+      std::error_code error;
+      fs::rename(candidate, kept, error);
+      spdlog::warn("checkpoint '{}' is not usable ({}); {}; trying an older one", candidate, why,
+                   error ? "left in place" : fmt::format("renamed to '{}'", kept));
     }
   });
   broadcast_string(comm, chosen, 0);

@@ -50,17 +50,6 @@ at::Tensor gather_states(Communicator& comm, const at::Tensor& mine) {
   return all;
 }
 
-// Writes `tensor` (any device) under `path`; the host copy lives until the write returns.
-void write_tensor(ParallelCheckpointWriter& writer, const std::string& path, const at::Tensor& tensor) {
-  const at::Tensor host = tensor.detach().to(at::kCPU).contiguous();
-  ArrayView view;
-  view.path = path;
-  view.dtype = to_comm_dtype(host.scalar_type());
-  view.shape.assign(host.sizes().begin(), host.sizes().end());
-  view.data = host.data_ptr();
-  writer.write(view);
-}
-
 std::string utc_now() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm parts{};
@@ -141,10 +130,18 @@ std::uint64_t training_state_bytes(const TrainingStateRefs& state, int world_siz
   return bytes + static_cast<std::uint64_t>(world_size) * (16u << 10);  // RNG states and small arrays
 }
 
-void write_training_state(ParallelCheckpointWriter& writer, Communicator& comm, const TrainingStateRefs& state,
-                          const TrainingPosition& position, const std::string& config_ini) {
-  for (const auto& item : state.model.named_parameters()) write_tensor(writer, "model/" + item.key(), item.value());
-  for (const auto& item : state.model.named_buffers()) write_tensor(writer, "buffers/" + item.key(), item.value());
+StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, const TrainingPosition& position,
+                            const std::string& config_ini, bool copy) {
+  StateSnapshot snapshot;
+  // With `copy`, host copies that stay valid while training goes on (a GPU tensor's .to(kCPU) is a
+  // copy already); without, CPU tensors are shared and the snapshot must be written at once.
+  auto add = [&](const std::string& path, const at::Tensor& tensor) {
+    at::Tensor host = tensor.detach().to(at::kCPU).contiguous();
+    if (copy && host.storage().is_alias_of(tensor.storage())) host = host.clone();
+    snapshot.arrays.push_back({path, std::move(host)});
+  };
+  for (const auto& item : state.model.named_parameters()) add("model/" + item.key(), item.value());
+  for (const auto& item : state.model.named_buffers()) add("buffers/" + item.key(), item.value());
 
   auto& optimizer_state = state.optimizer.state();
   for (const auto& item : state.model.named_parameters()) {
@@ -153,46 +150,68 @@ void write_training_state(ParallelCheckpointWriter& writer, Communicator& comm, 
     const std::string prefix = "optimizer/" + item.key() + "/";
     if (state.optimizer_kind == "sgd") {
       const auto& sgd = static_cast<const torch::optim::SGDParamState&>(*found->second);
-      if (sgd.momentum_buffer().defined()) write_tensor(writer, prefix + "momentum_buffer", sgd.momentum_buffer());
+      if (sgd.momentum_buffer().defined()) add(prefix + "momentum_buffer", sgd.momentum_buffer());
     } else {
       const auto& adamw = static_cast<const torch::optim::AdamWParamState&>(*found->second);
-      write_tensor(writer, prefix + "exp_avg", adamw.exp_avg());
-      write_tensor(writer, prefix + "exp_avg_sq", adamw.exp_avg_sq());
-      write_tensor(writer, prefix + "step", at::scalar_tensor(adamw.step(), at::kLong));
+      add(prefix + "exp_avg", adamw.exp_avg());
+      add(prefix + "exp_avg_sq", adamw.exp_avg_sq());
+      add(prefix + "step", at::scalar_tensor(adamw.step(), at::kLong));
     }
   }
   const auto [scale, growth] = state.scaler.state();
-  write_tensor(writer, "scaler/scale", scale);
-  write_tensor(writer, "scaler/growth_tracker", growth);
+  add("scaler/scale", scale);
+  add("scaler/growth_tracker", growth);
 
   // Per-rank RNG (dropout streams differ by rank): gathered into one [world, bytes] array each.
-  write_tensor(writer, "rng/cpu", gather_states(comm, generator_state(at::detail::getDefaultCPUGenerator())));
+  add("rng/cpu", gather_states(comm, generator_state(at::detail::getDefaultCPUGenerator())));
   if (at::Generator cuda = cuda_generator(state.device); cuda.defined())
-    write_tensor(writer, "rng/cuda", gather_states(comm, generator_state(cuda)));
+    add("rng/cuda", gather_states(comm, generator_state(cuda)));
 
   // The log interval in progress differs by rank (each its own samples): one value per rank.
   at::Tensor interval = at::empty({comm.size()}, at::kDouble);
   comm.allgather(&position.interval_loss, interval.data_ptr(), 1, DType::F64);
-  write_tensor(writer, "progress/interval_loss", interval);
+  add("progress/interval_loss", interval);
 
-  writer.set_attribute("format_version", std::to_string(kCheckpointFormatVersion));
-  writer.set_attribute("step", std::to_string(position.step));
-  writer.set_attribute("epoch", std::to_string(position.epoch));
-  writer.set_attribute("global_batches_done", std::to_string(position.global_batches_done));
-  writer.set_attribute("world_size", std::to_string(position.world_size));
-  writer.set_attribute("batch_size", std::to_string(position.batch_size));
-  writer.set_attribute("interval_steps", std::to_string(position.interval_steps));
-  writer.set_attribute("optimizer", state.optimizer_kind);
-  writer.set_attribute("sample_shape", fmt::format("{}", fmt::join(state.sample_shape, ",")));
-  writer.set_attribute("config", config_ini);
-  writer.set_attribute("mnddp_version", build::kVersion);
-  writer.set_attribute("torch_version", build::kTorchVersion);
-  writer.set_attribute("hdf5_version", build::kHdf5Version);
-  writer.set_attribute("mpi_version", mpi_version());
+  auto attribute = [&](const std::string& name, std::string value) {
+    snapshot.attributes.emplace_back(name, std::move(value));
+  };
+  attribute("format_version", std::to_string(kCheckpointFormatVersion));
+  attribute("step", std::to_string(position.step));
+  attribute("epoch", std::to_string(position.epoch));
+  attribute("global_batches_done", std::to_string(position.global_batches_done));
+  attribute("world_size", std::to_string(position.world_size));
+  attribute("batch_size", std::to_string(position.batch_size));
+  attribute("interval_steps", std::to_string(position.interval_steps));
+  attribute("optimizer", state.optimizer_kind);
+  attribute("sample_shape", fmt::format("{}", fmt::join(state.sample_shape, ",")));
+  attribute("config", config_ini);
+  attribute("mnddp_version", build::kVersion);
+  attribute("torch_version", build::kTorchVersion);
+  attribute("hdf5_version", build::kHdf5Version);
+  attribute("mpi_version", mpi_version());
   // Every rank writes the same attribute value, so rank 0's clock decides.
   std::string created = comm.is_root() ? utc_now() : std::string();
   broadcast_string(comm, created, 0);
-  writer.set_attribute("created", created);
+  attribute("created", created);
+  return snapshot;
+}
+
+void write_snapshot(ParallelCheckpointWriter& writer, const StateSnapshot& snapshot) {
+  for (const auto& [path, host] : snapshot.arrays) {
+    ArrayView view;
+    view.path = path;
+    view.dtype = to_comm_dtype(host.scalar_type());
+    view.shape.assign(host.sizes().begin(), host.sizes().end());
+    view.data = host.data_ptr();
+    writer.write(view);
+  }
+  for (const auto& [name, value] : snapshot.attributes) writer.set_attribute(name, value);
+}
+
+std::uint64_t StateSnapshot::bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& array : arrays) total += array.tensor.nbytes();
+  return total;
 }
 
 TrainingPosition read_training_state(const std::string& path, Communicator& comm, const TrainingStateRefs& state) {

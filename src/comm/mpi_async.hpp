@@ -21,7 +21,7 @@ namespace mnddp::mpi_detail {
 
 class AsyncChannel {
  public:
-  explicit AsyncChannel(MPI_Comm parent);
+  AsyncChannel(MPI_Comm parent, const std::string& name);
   ~AsyncChannel();  // finishes the queued collectives, then joins the thread
   AsyncChannel(const AsyncChannel&) = delete;
   AsyncChannel& operator=(const AsyncChannel&) = delete;
@@ -40,9 +40,9 @@ class AsyncChannel {
   std::condition_variable wake_;  // the thread: new work or stop
   std::deque<std::shared_ptr<Op>> queued_;
   bool stop_ = false;
-  CollectiveTracker tracker_{"mpi-async"};
-  CollectiveCheck check_{"mpi-async"};  // the channel's thread only
-  std::exception_ptr broken_;           // after a failed collective every later one fails at once
+  CollectiveTracker tracker_;
+  CollectiveCheck check_;      // the channel's thread only
+  std::exception_ptr broken_;  // after a failed collective every later one fails at once
   std::thread thread_;
 };
 

@@ -33,7 +33,7 @@ MPI_Datatype to_mpi(DType dtype) {
   throw std::logic_error("to_mpi: unknown dtype");
 }
 
-MpiComm::MpiComm(MPI_Comm parent) {
+MpiComm::MpiComm(MPI_Comm parent, const std::string& name) : tracker_(name), check_{name} {
   MNDDP_MPI_CHECK(MPI_Comm_dup(parent, &comm_));
   // Errors come back as codes and become exceptions, instead of MPI aborting with its own text.
   MNDDP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
@@ -41,7 +41,7 @@ MpiComm::MpiComm(MPI_Comm parent) {
   MNDDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   // Made here, not on first use: duplicating is collective, and the first asynchronous call may come
   // from the autograd thread at a point the other ranks' main threads do not share.
-  async_ = std::make_unique<mpi_detail::AsyncChannel>(comm_);
+  async_ = std::make_unique<mpi_detail::AsyncChannel>(comm_, name + "-async");
 }
 
 MpiComm::~MpiComm() {

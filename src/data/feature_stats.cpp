@@ -116,6 +116,8 @@ void save_feature_stats(const FeatureStats& stats, const std::string& path, bool
 }
 
 FeatureStats load_feature_stats(const std::string& path, std::int64_t sample_numel) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) bad_stats_file(path, "is a directory, not a stats file");
   std::ifstream in(path);
   if (!in) bad_stats_file(path, "cannot be read (no such file, or no permission)");
   FeatureStats stats;

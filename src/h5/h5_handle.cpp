@@ -75,6 +75,9 @@ std::string h5_take_error() {
   std::string text;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_h5_message, &text);
   H5Eclear2(H5E_DEFAULT);
+  // Some HDF5 messages span lines (a dump of the failed read's arguments): one line, one message.
+  for (auto& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
   return text.empty() ? "unknown HDF5 error" : text;
 }
 
@@ -90,8 +93,14 @@ H5Handle h5_open_read_only(const std::string& path) {
   H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
   if (!file) {
     std::string reason = h5_take_error();
+    // HDF5's own text is a paragraph; say what is wrong in the words a user needs.
     std::error_code ignored;
-    if (!std::filesystem::exists(path, ignored)) reason = "no such file";  // HDF5's own text is a paragraph
+    if (!std::filesystem::exists(path, ignored))
+      reason = "no such file";
+    else if (std::filesystem::is_directory(path, ignored))
+      reason = "it is a directory, not a file";
+    else if (H5Fis_hdf5(path.c_str()) <= 0)
+      reason = "not an HDF5 file";
     throw UsageError(fmt::format("cannot open HDF5 file '{}': {}", path, reason));
   }
   return file;

@@ -15,6 +15,7 @@
 #include <csignal>
 #include <optional>
 
+#include "mnddp/ckpt/async_checkpointer.hpp"
 #include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/ckpt/training_state.hpp"
 #include "mnddp/comm/collective_tracker.hpp"
@@ -96,9 +97,10 @@ struct Trainer::State {
   std::int64_t steps_per_epoch = 0;
   std::int64_t total_steps = 0;
 
-  std::unique_ptr<CheckpointManager> checkpoints;  // when --checkpoint-dir is set
-  TrainingPosition start;                          // where run() begins (from --resume)
-  FaultPlan fault;                                 // --inject-fault
+  std::unique_ptr<CheckpointManager> checkpoints;        // when --checkpoint-dir is set
+  std::unique_ptr<AsyncCheckpointer> async_checkpoints;  // and --checkpoint-async
+  TrainingPosition start;                                // where run() begins (from --resume)
+  FaultPlan fault;                                       // --inject-fault
   std::int64_t last_saved_step = -1;
   Clock::time_point last_save_time = Clock::now();
 
@@ -113,11 +115,13 @@ struct Trainer::State {
   bool checkpoint_due(std::int64_t step, bool& preempted);
   // --inject-fault faults that strike at the start of a step.
   void inject_step_faults(std::int64_t step);
-  void log_resources(std::int64_t step) const;  // --log-level debug: file descriptors, threads, communicators
+  void log_resources(std::int64_t step);  // --log-level debug: file descriptors, threads, communicators
   // Without the fp16 scaler: whether the (all-reduced, so identical) gradients are finite. If not,
   // --on-nonfinite abort throws a collective error naming the step and every rank's loss; skip warns.
   bool gradients_finite(std::int64_t step, double step_loss);
-  void save(const TrainingPosition& position);
+  // Collective. With --checkpoint-async the commit runs beside training; `wait` waits for it (a
+  // preemption stop, the end of training).
+  void save(const TrainingPosition& position, bool wait = false);
   at::Tensor to_tensor(const HostBatch& batch, at::Tensor& labels) const;
   void evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result);
 };
@@ -235,9 +239,11 @@ void Trainer::State::evaluate(std::int64_t step, std::int64_t epoch, TrainResult
   metrics.write(EvalMetrics{step, epoch, result.val_loss, result.val_accuracy, result.val_samples});
 }
 
-void Trainer::State::log_resources(std::int64_t step) const {
-  if (spdlog::should_log(spdlog::level::debug))
-    spdlog::debug("step {}: resources: {}", step, to_string(count_resources()));
+void Trainer::State::log_resources(std::int64_t step) {
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  // Counted with no checkpoint in flight (its thread and file would come and go).
+  if (async_checkpoints) async_checkpoints->wait();
+  spdlog::debug("step {}: resources: {}", step, to_string(count_resources()));
 }
 
 TrainingStateRefs Trainer::State::state_refs() {
@@ -314,32 +320,46 @@ bool Trainer::State::gradients_finite(std::int64_t step, double step_loss) {
   return false;
 }
 
-void Trainer::State::save(const TrainingPosition& position) {
+void Trainer::State::save(const TrainingPosition& position, bool wait) {
   const auto started = Clock::now();
   ddp->sync_buffers();  // every rank writes a share of the same (rank 0's) buffers
-  const std::string ini = to_ini(config);
-  const std::uint64_t bytes = training_state_bytes(state_refs(), rank.world_size);
-  const std::string path = checkpoints->save(position.step, bytes, [&](ParallelCheckpointWriter& writer) {
-    if (fault.hits("checkpoint-fill", position.step, rank.rank)) {
+  const bool background = async_checkpoints != nullptr;
+  if (background) async_checkpoints->wait();  // one commit at a time; a failed one is reported here
+  auto snapshot = std::make_shared<const StateSnapshot>(
+      take_snapshot(comm, state_refs(), position, to_ini(config), /*copy=*/background));
+  const std::int64_t step = position.step;
+  // Runs on the writing thread when asynchronous: it touches the snapshot and the fault plan only.
+  auto write = [this, snapshot, step](ParallelCheckpointWriter& writer) {
+    if (fault.hits("checkpoint-fill", step, rank.rank)) {
       announce_fault(fault, rank.where(), "filling the checkpoint file system");
       fill_file_system(config.checkpoint_dir);
     }
-    write_training_state(writer, comm, state_refs(), position, ini);
+    write_snapshot(writer, *snapshot);
     // Test faults strike after the arrays are written and before the commit: the worst moment.
-    if (fault.hits("checkpoint-kill", position.step, rank.rank)) {
+    if (fault.hits("checkpoint-kill", step, rank.rank)) {
       announce_fault(fault, rank.where(), "SIGKILL in the middle of the checkpoint write");
       std::raise(SIGKILL);
     }
-    if (fault.hits("checkpoint-fail", position.step, rank.rank))
-      throw Error(fmt::format("injected fault checkpoint-fail at step {} on rank {}", position.step, rank.rank));
-  });
-  last_saved_step = position.step;
+    if (fault.hits("checkpoint-fail", step, rank.rank))
+      throw Error(fmt::format("injected fault checkpoint-fail at step {} on rank {}", step, rank.rank));
+  };
+  auto done = [this, step, started, background](const std::string& path) {
+    if (fault.hits("checkpoint-corrupt", step, rank.rank) && rank.is_root()) {
+      announce_fault(fault, rank.where(), fmt::format("flipping one byte of '{}' after its commit", path));
+      corrupt_checkpoint(path);
+    }
+    spdlog::info("checkpoint '{}' written in {:.2f} s{}", path, seconds_since(started),
+                 background ? " (beside training)" : "");
+  };
+  last_saved_step = step;
   last_save_time = Clock::now();
-  if (fault.hits("checkpoint-corrupt", position.step, rank.rank) && rank.is_root()) {
-    announce_fault(fault, rank.where(), fmt::format("flipping one byte of '{}' after its commit", path));
-    corrupt_checkpoint(path);
+  if (!background) {
+    done(checkpoints->save(step, snapshot->bytes(), write));
+    return;
   }
-  spdlog::info("checkpoint '{}' written in {:.2f} s", path, seconds_since(started));
+  async_checkpoints->start(step, snapshot->bytes(), std::move(write), std::move(done));
+  spdlog::debug("step {}: training blocked {:.3f} s by the checkpoint's snapshot", step, seconds_since(started));
+  if (wait) async_checkpoints->wait();
 }
 
 Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& comm)
@@ -362,10 +382,13 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& co
   LossScalerOptions scaling;
   scaling.enabled = config.amp == "fp16";
   s.scaler = std::make_unique<LossScaler>(scaling, s.device.device);
-  std::vector<int> signals;  // none without checkpoints: a signal then has its usual effect
+  std::vector<int> signals;
+  on_all_then_agree(comm, [&] { signals = parse_signal_list(config.preempt_signals); });
+  if (config.checkpoint_dir.empty()) signals.clear();  // nothing to save: a signal has its usual effect
   if (!config.checkpoint_dir.empty()) {
     s.checkpoints = std::make_unique<CheckpointManager>(config.checkpoint_dir, config.keep_last, comm, comm.handle());
-    on_all_then_agree(comm, [&] { signals = parse_signal_list(config.preempt_signals); });
+    if (config.checkpoint_async)
+      s.async_checkpoints = std::make_unique<AsyncCheckpointer>(config.checkpoint_dir, config.keep_last, comm.handle());
   }
   settle_preemption_signals(signals);
   on_all_then_agree(comm, [&] { s.resume_if_asked(); });
@@ -532,6 +555,7 @@ TrainResult Trainer::run() {
   // The final state is always kept when checkpointing.
   if (s.checkpoints && !result.preempted && !result.stopped_early && s.last_saved_step != step)
     s.save({step, c.epochs, 0, s.rank.world_size, c.batch_size, interval_loss, interval_steps});
+  if (s.async_checkpoints) s.async_checkpoints->wait();  // the last commit, and its verdict
   result.steps = step;
   return result;
 }

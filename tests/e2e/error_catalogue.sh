@@ -197,7 +197,7 @@ refused "SLURM_NTASKS disagrees with the world (outputs kept)" "SLURM_NTASKS=3 b
 
 # --- data files and shards -------------------------------------------------------------------------
 run_mpi 2 10 "${GOOD[@]}" --train-data "$BAD/text.h5"
-refused "file that is not HDF5" "cannot open HDF5 file" "text.h5': file signature not found"
+refused "file that is not HDF5" "cannot open HDF5 file" "text.h5': not an HDF5 file"
 
 run_mpi 2 10 "${GOOD[@]}" --train-data "$BAD/truncated.h5"
 refused "truncated HDF5 file" "cannot open HDF5 file" "truncated.h5': truncated file"
@@ -239,6 +239,12 @@ refused "feature stats file that is not JSON" "stats.json': not a stats file wri
 run_mpi 2 10 "${GOOD[@]}" --feature-stats "$WORK/stats10.json"
 refused "feature stats of other data" "stats10.json': 10 features, but the data's samples have 64"
 
+run_mpi 2 10 "${GOOD[@]}" --feature-stats "$WORK/d"
+refused "feature stats path that is a directory" "feature stats file" "d': is a directory, not a stats file"
+
+run_mpi 2 10 "${DATA[@]}" --metrics-file "" --preempt-signals USR2,FOO
+refused "bad signal without --checkpoint-dir" "--preempt-signals: 'FOO' is not a signal that can be caught"
+
 run_mpi 2 10 "${DATA[@]}" --checkpoint-dir "$WORK/ck" --metrics-file "$WORK/ck"
 refused_by_rank "metrics file that is a directory" "[rank 0@" "--metrics-file: cannot open" "Is a directory"
 
@@ -247,13 +253,16 @@ run_mpi 2 10 "${GOOD[@]}" --resume "$WORK/ck/step-00000099.h5"
 refused "--resume path that does not exist" "--resume: cannot open HDF5 file" "step-00000099.h5': no such file"
 
 run_mpi 2 10 "${GOOD[@]}" --resume "$BAD/notck.h5"
-refused "--resume file that is not HDF5" "--resume: cannot open HDF5 file" "notck.h5': file signature not found"
+refused "--resume file that is not HDF5" "--resume: cannot open HDF5 file" "notck.h5': not an HDF5 file"
 
 run_mpi 2 10 "${GOOD[@]}" --resume "$WORK/d/train_000.h5"
 refused "--resume file that is not a checkpoint" "train_000.h5' is not an mnddp checkpoint"
 
 run_mpi 2 10 "${GOOD[@]}" --resume "$BAD/corrupt_ckpt.h5"
 refused "--resume checkpoint with a bad CRC" "--resume: checkpoint" "array 'model/body.0.weight' is corrupt (CRC-32"
+
+run_mpi 2 10 "${GOOD[@]}" --resume "$WORK/ck"
+refused "--resume path that is a directory" "--resume: cannot open HDF5 file" "ck': it is a directory, not a file"
 
 run_mpi 2 10 "${GOOD[@]}" --resume "$CKPT" --hidden 32
 refused "checkpoint of another width" "'model/body.0.weight' has shape [16, 64] but the model has [32, 64]"
@@ -283,7 +292,7 @@ CASES=$((CASES + 1))
 if [ -e "$WORK/model.pt" ]; then fail "a refused export left $WORK/model.pt"; else pass "refused exports wrote no model.pt"; fi
 
 run_tool 10 "$MNDDP_BIN" export --checkpoint "$CKPT" --out "$WORK/ck"
-tool_refused "export --out that is a directory" "mnddp: error:" "--out: cannot write" "Is a directory"
+tool_refused "export --out that is a directory" "mnddp: error:" "export: --out" "exists; pass --overwrite"
 
 # --- mnddp-data ------------------------------------------------------------------------------------
 protect "$WORK/d" "$WORK/ck" "$WORK/metrics.jsonl"
@@ -292,6 +301,11 @@ tool_refused "mnddp-data unknown command" "mnddp-data: error:" "unknown command 
 
 run_tool 10 "$MNDDP_DATA_BIN" synth --out "$WORK/d" --train-samples 64 --val-samples 16 --shards 1 --shape 4
 tool_refused "synth over an existing dataset" "mnddp-data: error:" "train_000.h5' already exists; pass --overwrite"
+
+mkdir -p "$WORK/blocked/train_000.h5" && touch "$WORK/blocked/train_000.h5/keep"
+run_tool 10 "$MNDDP_DATA_BIN" synth --out "$WORK/blocked" --train-samples 64 --val-samples 0 --shards 1 --shape 4 \
+  --overwrite
+tool_refused "synth --overwrite with a directory in the way" "mnddp-data: error:" "cannot remove" "train_000.h5"
 
 run_tool 10 "$MNDDP_DATA_BIN" synth --out "$WORK/s" --shape 1,x,3
 tool_refused "synth --shape not a list of positive integers" "mnddp-data: error:" "--shape: '1,x,3' is not"

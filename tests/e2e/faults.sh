@@ -66,8 +66,8 @@ run_mpi 2 60 "${BASE[@]}" --checkpoint-dir "$WORK/ck" --checkpoint-interval 10 -
 run_mpi 2 60 "${BASE[@]}" --checkpoint-dir "$WORK/ck" --checkpoint-interval 10 --max-steps 40
 CASES=$((CASES + 1))
 if [ "$RC" = 0 ] && grep -q "step-00000030.h5' is not usable.*corrupt" <<<"$OUT$ERR" &&
-  grep -q "resumed from '.*step-00000020.h5': step 20" <<<"$OUT$ERR"; then
-  pass "corrupt newest checkpoint: resume fell back to step 20"
+  grep -q "resumed from '.*step-00000020.h5': step 20" <<<"$OUT$ERR" && [ -e "$WORK/ck/step-00000030.h5.corrupt" ]; then
+  pass "corrupt newest checkpoint: set aside as step-00000030.h5.corrupt, resume fell back to step 20"
 else
   fail "corrupt checkpoint fallback: rc $RC"$'\n'"$ERR"
 fi

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mnddp/ckpt/checkpoint_file.hpp"
@@ -39,13 +40,31 @@ struct TrainingStateRefs {
   std::vector<std::int64_t> sample_shape;  // stored so readers can rebuild the model (load_checkpoint.py)
 };
 
-// Bytes of the arrays write_training_state writes (for the free-space check).
+// Bytes of the arrays a checkpoint of this state holds (for the free-space check).
 std::uint64_t training_state_bytes(const TrainingStateRefs& state, int world_size);
 
-// Collective over `comm`: every rank calls it with the same replicated state. `config_ini` and the
-// versions are stored as attributes.
-void write_training_state(ParallelCheckpointWriter& writer, Communicator& comm, const TrainingStateRefs& state,
-                          const TrainingPosition& position, const std::string& config_ini);
+// A checkpoint's content, copied to host memory at a step boundary: training may go on while it is
+// written (--checkpoint-async). The same on every rank except where noted (per-rank arrays are
+// gathered already).
+struct StateSnapshot {
+  struct Array {
+    std::string path;   // "model/fc.weight"
+    at::Tensor tensor;  // on the CPU, contiguous
+  };
+  std::vector<Array> arrays;
+  std::vector<std::pair<std::string, std::string>> attributes;  // config text, versions, position
+  std::uint64_t bytes() const;
+};
+
+// Collective over `comm` (it gathers the per-rank RNG states and losses): every rank calls it at the
+// same step with the same replicated state. `copy`: own every byte (for writing while training goes
+// on); otherwise CPU tensors are shared with the live model and the snapshot must be written before
+// the next step.
+StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, const TrainingPosition& position,
+                            const std::string& config_ini, bool copy);
+
+// Collective over the writer's communicator; touches no live torch object (any thread may run it).
+void write_snapshot(ParallelCheckpointWriter& writer, const StateSnapshot& snapshot);
 
 // Collective: rank 0 reads `path` (checksums verified) and every rank receives the state. Throws
 // UsageError naming the checkpoint when it does not fit the model (a missing or misshapen parameter).

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 
 #include "mnddp/comm/collective_check.hpp"
 #include "mnddp/comm/collective_tracker.hpp"
@@ -22,7 +23,9 @@ MPI_Datatype to_mpi(DType dtype);
 
 class MpiComm final : public Communicator {
  public:
-  explicit MpiComm(MPI_Comm parent = MPI_COMM_WORLD);
+  // `name` labels its channels for the watchdog ("mpi" and "mpi-async"; "checkpoint" for the
+  // asynchronous checkpoint writer's), unique per process.
+  explicit MpiComm(MPI_Comm parent = MPI_COMM_WORLD, const std::string& name = "mpi");
   ~MpiComm() override;
 
   int rank() const override { return rank_; }
@@ -46,8 +49,8 @@ class MpiComm final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   std::atomic<std::uint64_t> collectives_{0};  // counted from the autograd thread too
-  CollectiveTracker tracker_{"mpi"};
-  CollectiveCheck check_{"mpi"};
+  CollectiveTracker tracker_;
+  CollectiveCheck check_;
   std::unique_ptr<mpi_detail::AsyncChannel> async_;
 };
 

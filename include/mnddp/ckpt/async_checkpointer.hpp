@@ -1,0 +1,48 @@
+// Checkpoint commits on a thread of their own (--checkpoint-async): the trainer copies the state to
+// host memory at a step boundary and goes on training while this thread writes, commits and
+// prunes, with a communicator of its own (so its collectives never interleave with training's) and
+// the same atomic-commit rules as a synchronous save (CheckpointManager). One commit at a time:
+// starting the next one, a preemption stop and the end of training wait for the one in flight.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "mnddp/ckpt/checkpoint_manager.hpp"
+#include "mnddp/comm/mpi_comm.hpp"
+
+namespace mnddp {
+
+class AsyncCheckpointer {
+ public:
+  // Collective over `parent` (duplicates it).
+  AsyncCheckpointer(const std::string& directory, int keep_last, MPI_Comm parent);
+  ~AsyncCheckpointer();  // joins a commit still in flight; its failure, if any, is lost
+  AsyncCheckpointer(const AsyncCheckpointer&) = delete;
+  AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
+
+  using Write = std::function<void(ParallelCheckpointWriter&)>;
+  using Done = std::function<void(const std::string& path)>;
+
+  // Every rank, same step: waits for the commit in flight (see wait), then starts this one.
+  // `write` must own (or share) everything it writes; `done` runs on the thread after the commit.
+  void start(std::int64_t step, std::uint64_t expected_bytes, Write write, Done done);
+  // Every rank: returns when no commit is in flight. A failed commit failed alike on every rank
+  // (the manager agrees on it), so every rank rethrows the same collective Error here.
+  void wait();
+  bool busy() const { return thread_.joinable(); }
+
+ private:
+  MpiComm comm_;
+  CheckpointManager manager_;
+  std::thread thread_;
+  std::exception_ptr failure_;
+};
+
+}  // namespace mnddp
