@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# How long training is blocked by a checkpoint: the same run with and without checkpoints every K
-# steps, alternating; (wall time with - wall time without) / checkpoints = the stall per checkpoint,
-# also shown in steps. The trainer's own "written in" times are reported beside it.
+# How long training is blocked by a checkpoint: the same run without checkpoints, with synchronous
+# ones and with asynchronous ones (--checkpoint-async) every K steps, alternating; (wall time with -
+# wall time without) / checkpoints = the stall per checkpoint, also shown in steps. The trainer's own
+# "written in" times (the whole commit) are reported beside it.
 # Usage: bench/run_ckpt_stall.sh [ranks] [rounds] [hidden]   (2 3 4096: ~450 MB of AdamW state)
 set -euo pipefail
 source "$(dirname "$0")/../scripts/common.sh"
@@ -28,22 +29,34 @@ run() {  # run NAME extra-args... : prints the wall seconds
 }
 
 without=()
-with=()
+sync=()
+async=()
+blocked=()
 saves=()
 for round in $(seq "$rounds"); do
   rm -rf "$work/ckpt"
   without+=("$(run plain --checkpoint-dir "")")
-  with+=("$(run ckpt --checkpoint-dir "$work/ckpt" --checkpoint-interval "$every" --keep-last 2 --resume none)")
-  saves+=("$(grep -o 'written in [0-9.]* s' "$work/ckpt.log" | awk '{s += $3; n++} END {print s / n}')")
+  sync+=("$(run sync --checkpoint-dir "$work/ckpt" --checkpoint-interval "$every" --keep-last 2 --resume none \
+    --checkpoint-async false)")
+  rm -rf "$work/ckpt"
+  async+=("$(run async --checkpoint-dir "$work/ckpt" --checkpoint-interval "$every" --keep-last 2 --resume none \
+    --checkpoint-async true --log-level debug)")
+  blocked+=("$(grep -o 'blocked [0-9.]* s by the checkpoint' "$work/async.log" | awk '{s += $2; n++} END {print s / n}')")
+  saves+=("$(grep -o 'written in [0-9.]* s' "$work/sync.log" | awk '{s += $3; n++} END {print s / n}')")
   size=$(du -m "$(ls -d "$work"/ckpt/step-*.h5 | tail -1)" | cut -f1)
-  echo "round $round: without ${without[-1]} s, with $((steps / every)) checkpoints ${with[-1]} s," \
-    "mean save ${saves[-1]} s, checkpoint ${size} MB"
+  echo "round $round: without ${without[-1]} s, $((steps / every)) checkpoints: synchronous ${sync[-1]} s," \
+    "asynchronous ${async[-1]} s; mean synchronous save ${saves[-1]} s, mean asynchronous snapshot" \
+    "${blocked[-1]} s, checkpoint ${size} MB"
 done
 "$MNDDP_VENV/bin/python" -c "
 import statistics as s
-w=[float(v) for v in '${without[*]}'.split()]; c=[float(v) for v in '${with[*]}'.split()]
+w=[float(v) for v in '${without[*]}'.split()]
+y=[float(v) for v in '${sync[*]}'.split()]; a=[float(v) for v in '${async[*]}'.split()]
 saves=[float(v) for v in '${saves[*]}'.split()]
 n=$steps//$every; step=s.median(w)/$steps
-stall=(s.median(c)-s.median(w))/n
-print(f'median: stall per checkpoint {stall:.2f} s (= {stall/step:.1f} steps of {step*1e3:.0f} ms, wall incl. start-up), '
-      f'trainer-reported save {s.median(saves):.2f} s')"
+for name, runs in (('synchronous', y), ('asynchronous', a)):
+    stall=(s.median(runs)-s.median(w))/n
+    print(f'median {name}: stall per checkpoint {stall:.2f} s (= {stall/step:.2f} steps of {step*1e3:.0f} ms)')
+blocked=[float(v) for v in '${blocked[*]}'.split()]
+print(f'trainer-reported: synchronous save {s.median(saves):.2f} s, asynchronous snapshot (the step waits) '
+      f'{s.median(blocked):.2f} s')"

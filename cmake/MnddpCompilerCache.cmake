@@ -10,13 +10,11 @@ if(MNDDP_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   message(STATUS "mnddp: compiling through ccache (${MNDDP_CCACHE})")
 endif()
 
-# Sanitizers apply to our targets only; the prebuilt LibTorch is not instrumented.
-function(mnddp_apply_sanitizer)
-  if(NOT MNDDP_SANITIZE)
-    return()
-  endif()
-  foreach(target IN LISTS ARGN)
-    target_compile_options(${target} PRIVATE -fsanitize=${MNDDP_SANITIZE} -fno-omit-frame-pointer)
-    target_link_options(${target} PRIVATE -fsanitize=${MNDDP_SANITIZE})
-  endforeach()
-endfunction()
+# Sanitizers apply to everything this project compiles and links (libraries, tools, tests,
+# benchmarks: one instrumented static library makes every executable that links it need the
+# runtime); the prebuilt LibTorch, MPI and HDF5 are not instrumented.
+if(MNDDP_SANITIZE)
+  add_compile_options(-fsanitize=${MNDDP_SANITIZE} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${MNDDP_SANITIZE})
+  message(STATUS "mnddp: building with -fsanitize=${MNDDP_SANITIZE}")
+endif()

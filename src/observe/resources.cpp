@@ -33,8 +33,8 @@ ResourceCounts count_resources() {
 }
 
 std::string to_string(const ResourceCounts& counts) {
-  return fmt::format("{} open files, {} threads, {} communicators, {} HDF5 objects", counts.open_files,
-                     counts.threads, counts.communicators, counts.hdf5_objects);
+  return fmt::format("{} open files, {} threads, {} communicators, {} HDF5 objects", counts.open_files, counts.threads,
+                     counts.communicators, counts.hdf5_objects);
 }
 
 }  // namespace mnddp
