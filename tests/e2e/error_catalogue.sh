@@ -66,7 +66,7 @@ refused_by_rank() {
 
 # run_tool SECONDS COMMAND... : a single-process tool; sets RC, ERR and ELAPSED like run_mpi.
 run_tool() {
-  local seconds=$1
+  local seconds=$(($1 * ${MNDDP_TEST_TIME_SCALE:-1}))
   shift
   local start=$SECONDS
   timeout --kill-after=5 "$seconds" "$@" >"$WORK/out" 2>"$WORK/err"

@@ -13,8 +13,9 @@ fail() { printf 'FAIL: %s\n' "$*"; FAILURES=$((FAILURES + 1)); }
 pass() { printf 'ok:   %s\n' "$*"; }
 
 # run_mpi NP SECONDS args... : mnddp train under mpirun; sets RC, OUT (stdout), ERR (stderr), ELAPSED.
+# Deadlines stretch by MNDDP_TEST_TIME_SCALE (scripts/asan.sh sets it: instrumented runs are slower).
 run_mpi() {
-  local np=$1 seconds=$2
+  local np=$1 seconds=$(($2 * ${MNDDP_TEST_TIME_SCALE:-1}))
   shift 2
   local start=$SECONDS
   timeout --kill-after=5 "$seconds" "$MPIEXEC" -np "$np" --oversubscribe "$MNDDP_BIN" train --threads 1 "$@" \
