@@ -60,6 +60,14 @@ std::string shared_directory(MpiComm& comm, std::optional<testing_support::TempD
   return path;
 }
 
+// Every rank writes every case (each its rows) into `path` and closes it.
+void write_cases(MpiComm& comm, const std::string& path, const std::vector<Case>& all, bool with_step = false) {
+  ParallelCheckpointWriter writer(comm, comm.handle(), path);
+  for (const auto& c : all) writer.write({c.path, c.dtype, c.shape, c.bytes.data()});
+  if (with_step) writer.set_attribute("step", "12");
+  writer.close();
+}
+
 }  // namespace
 
 TEST(CheckpointFile, EveryShapeRoundTripsWithWholeArrayChecksums) {
@@ -67,12 +75,7 @@ TEST(CheckpointFile, EveryShapeRoundTripsWithWholeArrayChecksums) {
   std::optional<testing_support::TempDir> owner;
   const std::string path = shared_directory(comm, owner) + "/c.h5";
   const auto all = cases();
-  {
-    ParallelCheckpointWriter writer(comm, comm.handle(), path);
-    for (const auto& c : all) writer.write({c.path, c.dtype, c.shape, c.bytes.data()});
-    writer.set_attribute("step", "12");
-    writer.close();
-  }
+  write_cases(comm, path, all, /*with_step=*/true);
   comm.barrier();
   if (!comm.is_root()) return;
   {
@@ -108,11 +111,7 @@ TEST(CheckpointFile, AFlippedByteIsReportedAsCorruption) {
   std::optional<testing_support::TempDir> owner;
   const std::string path = shared_directory(comm, owner) + "/c.h5";
   const auto all = cases();
-  {
-    ParallelCheckpointWriter writer(comm, comm.handle(), path);
-    for (const auto& c : all) writer.write({c.path, c.dtype, c.shape, c.bytes.data()});
-    writer.close();
-  }
+  write_cases(comm, path, all);
   comm.barrier();
   if (!comm.is_root()) return;
   // Flip one byte in the second piece of the large array (past the first 16 MB read).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mnddp/comm/communicator.hpp"
+#include "mnddp/default_init_allocator.hpp"
 
 namespace mnddp {
 
@@ -28,30 +29,10 @@ struct ArrayView {
   const void* data = nullptr;
 };
 
-// Leaves elements uninitialised on resize: a buffer about to be filled by a read is not zeroed first.
-template <class T>
-struct UninitializedAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitializedAllocator<U>;
-  };
-  UninitializedAllocator() = default;
-  template <class U>
-  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-
 struct ArrayData {
   DType dtype = DType::F32;
   std::vector<std::int64_t> shape;
-  std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>> bytes;
+  std::vector<std::uint8_t, DefaultInitAllocator<std::uint8_t>> bytes;
   std::int64_t numel() const;
 };
 
@@ -87,7 +68,7 @@ class ParallelCheckpointWriter {
 // for a checksum mismatch.
 class CheckpointReader {
  public:
-  using ScratchBuffers = std::array<std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>>, 2>;
+  using ScratchBuffers = std::array<std::vector<std::uint8_t, DefaultInitAllocator<std::uint8_t>>, 2>;
 
   explicit CheckpointReader(const std::string& path);
   ~CheckpointReader();

@@ -18,27 +18,9 @@
 
 #include "mnddp/data/h5_reader.hpp"
 #include "mnddp/data/transforms.hpp"
+#include "mnddp/default_init_allocator.hpp"
 
 namespace mnddp {
-
-// Leaves new elements uninitialised: the reader overwrites every one, and zero-filling a batch first
-// costs a quarter of the time reading it from the page cache takes.
-template <typename T>
-struct DefaultInitAllocator : std::allocator<T> {
-  template <typename U>
-  struct rebind {
-    using other = DefaultInitAllocator<U>;
-  };
-  using std::allocator<T>::allocator;
-  template <typename U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
 
 // A batch's inputs: a std::vector in all but the allocator (data(), size(), indexing, iteration).
 using FloatBuffer = std::vector<float, DefaultInitAllocator<float>>;
