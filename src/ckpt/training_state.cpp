@@ -121,15 +121,6 @@ class RootFetcher {
 
 }  // namespace
 
-std::uint64_t training_state_bytes(const TrainingStateRefs& state, int world_size) {
-  std::uint64_t bytes = 0;
-  for (const auto& p : state.model.parameters()) bytes += p.nbytes();
-  for (const auto& b : state.model.buffers()) bytes += b.nbytes();
-  // Optimizer moments: one per parameter for SGD momentum, two for AdamW.
-  bytes *= state.optimizer_kind == "adamw" ? 3 : 2;
-  return bytes + static_cast<std::uint64_t>(world_size) * (16u << 10);  // RNG states and small arrays
-}
-
 StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, const TrainingPosition& position,
                             const std::string& config_ini, bool copy) {
   StateSnapshot snapshot;

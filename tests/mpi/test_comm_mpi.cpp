@@ -161,8 +161,11 @@ TEST_F(MpiCommTest, CollectivesAreTrackedWithLabels) {
   EXPECT_TRUE(found);
   auto work = comm.allreduce_async(&value, 1, DType::I64, ReduceOp::Sum);
   work->wait();
-  for (const auto& s : CollectiveTracker::snapshot_all())
-    if (s.channel == "mpi-async") EXPECT_EQ(s.started, s.finished);
+  for (const auto& s : CollectiveTracker::snapshot_all()) {
+    if (s.channel == "mpi-async") {
+      EXPECT_EQ(s.started, s.finished);
+    }
+  }
 }
 
 // --debug-collectives: a rank that calls a different collective is named on every rank, and no rank

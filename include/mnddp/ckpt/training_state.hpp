@@ -40,9 +40,6 @@ struct TrainingStateRefs {
   std::vector<std::int64_t> sample_shape;  // stored so readers can rebuild the model (load_checkpoint.py)
 };
 
-// Bytes of the arrays a checkpoint of this state holds (for the free-space check).
-std::uint64_t training_state_bytes(const TrainingStateRefs& state, int world_size);
-
 // A checkpoint's content, copied to host memory at a step boundary: training may go on while it is
 // written (--checkpoint-async). The same on every rank except where noted (per-rank arrays are
 // gathered already).

@@ -52,7 +52,7 @@ class Loader {
   Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t batch_size, LoaderOptions options);
   // Default transforms (uint8 scaled to [0, 1]).
   Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t batch_size, int prefetch_batches)
-      : Loader(reader, std::move(indices), batch_size, LoaderOptions{prefetch_batches, {}}) {}
+      : Loader(reader, std::move(indices), batch_size, LoaderOptions{prefetch_batches, {}, {}}) {}
   ~Loader();  // stops and joins the thread
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
