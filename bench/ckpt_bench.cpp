@@ -21,17 +21,14 @@
 #include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 
+#include "bench_util.hpp"
+
 using namespace mnddp;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
 
 namespace {
-
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void raw_write(const std::string& path, const std::vector<float>& data) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -51,7 +48,7 @@ template <class F>
 double timed(F&& body) {
   const auto t = Clock::now();
   body();
-  return since(t);
+  return seconds_since(t);
 }
 
 // Drops the file's (clean, fsynced) pages from the page cache so the next read comes from storage.
@@ -107,7 +104,7 @@ int main(int argc, char** argv) {
                             state.data() + k * rows * 1024});
           });
       world.barrier();
-      const double seconds = since(t);
+      const double seconds = seconds_since(t);
       if (world.is_root()) evict(path);
       return std::make_pair(path, seconds);
     };
@@ -117,7 +114,7 @@ int main(int argc, char** argv) {
       const auto t = Clock::now();
       if (world.is_root()) raw_write(raw_path, state);
       world.barrier();
-      const double seconds = since(t);
+      const double seconds = seconds_since(t);
       if (world.is_root()) evict(raw_path);
       return seconds;
     };

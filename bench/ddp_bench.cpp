@@ -18,17 +18,14 @@
 #include "mnddp/ddp/ddp.hpp"
 #include "mnddp/model/models.hpp"
 
+#include "bench_util.hpp"
+
 using namespace mnddp;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
 
 namespace {
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct BenchModel {
   std::string name;

@@ -29,21 +29,18 @@
 #include "mnddp/data/sampler.hpp"
 #include "mnddp/data/shard_index.hpp"
 
+#include "bench_util.hpp"
+
 using namespace mnddp;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
 
 namespace {
 
 constexpr std::int64_t kBatchSize = 256;
 constexpr int kPrefetch = 4;
 constexpr std::size_t kRawReadBytes = std::size_t{64} << 20;
-
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Writes dirty pages back, then asks the kernel to drop clean ones. False when not permitted.
 bool drop_page_cache() {
@@ -109,7 +106,7 @@ void run_case(const Case& c, const Options& options, std::vector<char>& buffer) 
     if (options.cold) drop_page_cache();
     const auto t = Clock::now();
     work();
-    return since(t);
+    return seconds_since(t);
   };
   for (int round = 0; round < options.rounds; ++round) {
     // Which side goes first alternates, so drift (other load, cache state) hits both alike.
