@@ -52,14 +52,6 @@ ConvertFn converter_for(hid_t native_type) {
   return nullptr;
 }
 
-std::vector<hsize_t> dims_of(hid_t dataset) {
-  H5Handle space(H5Dget_space(dataset));
-  const int rank = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
-  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
-  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  return dims;
-}
-
 // Chunk cache policy. Unfiltered chunks: no cache, so HDF5 reads just the selected bytes (with a
 // cache it copies each whole touched chunk first, which made random 64-sample batches 1 MiB per
 // sample slower). Compressed chunks must be decoded whole anyway: cache the chunks one batch of
@@ -76,7 +68,7 @@ H5Handle chunk_cache_access_list(hid_t dataset, std::int64_t batch_size) {
   if (!dapl || !dcpl || !type || H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return dapl;
   std::size_t bytes = 0;
   if (H5Pget_nfilters(dcpl.get()) > 0) {
-    std::vector<hsize_t> chunk(dims_of(dataset).size());
+    std::vector<hsize_t> chunk(h5_dims(dataset).size());
     const int rank = H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
     std::size_t chunk_bytes = H5Tget_size(type.get());
     for (int d = 0; d < rank; ++d) chunk_bytes *= chunk[static_cast<std::size_t>(d)];
@@ -208,8 +200,8 @@ void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number, std
   shard.y = open_dataset(shard.file.get(), path, index.y_name, batch_size);
 
   // The index was made by a scan that may be old (or from another rank's view of the filesystem).
-  const auto x_dims = dims_of(shard.x.get());
-  const auto y_dims = dims_of(shard.y.get());
+  const auto x_dims = h5_dims(shard.x.get());
+  const auto y_dims = h5_dims(shard.y.get());
   std::vector<hsize_t> expected_sample(index.sample_shape.begin(), index.sample_shape.end());
   const auto wanted = static_cast<hsize_t>(index.shards[number].num_samples);
   if (x_dims.size() != expected_sample.size() + 1 ||

@@ -16,14 +16,6 @@ using Run = std::pair<hsize_t, hsize_t>;  // [first row, number of rows)
 
 constexpr std::size_t kMinRunElements = 512;
 
-std::vector<hsize_t> dims_of(hid_t dataset) {
-  H5Handle space(H5Dget_space(dataset));
-  const int rank = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
-  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
-  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  return dims;
-}
-
 // The union of row runs (x all other dimensions) of `full`, a copy of the dataset's dataspace.
 // HDF5 1.10 ORs each new block into the selection by walking all earlier ones, which is quadratic
 // (4096 runs: ~170 ms), so small groups are OR'ed directly and the groups are merged pairwise
@@ -52,7 +44,7 @@ H5Handle select_runs(hid_t full, std::span<const Run> runs, std::vector<hsize_t>
 
 H5Handle h5_select_run(hid_t dataset, hsize_t first, hsize_t count) {
   H5Handle full(H5Dget_space(dataset));
-  std::vector<hsize_t> counts = dims_of(dataset);
+  std::vector<hsize_t> counts = h5_dims(dataset);
   std::vector<hsize_t> start(counts.size(), 0);
   if (!full || counts.empty()) return H5Handle();
   const Run run{first, count};
@@ -69,7 +61,7 @@ bool h5_read_rows(hid_t dataset, bool chunked, hid_t memory_type, std::span<cons
     else
       runs.emplace_back(static_cast<hsize_t>(row), 1);
   }
-  std::vector<hsize_t> dims = dims_of(dataset);
+  std::vector<hsize_t> dims = h5_dims(dataset);
   H5Handle full(H5Dget_space(dataset));
   if (dims.empty() || !full) return false;
   std::size_t row_elements = 1;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -104,6 +105,15 @@ H5Handle h5_open_read_only(const std::string& path) {
     throw UsageError(fmt::format("cannot open HDF5 file '{}': {}", path, reason));
   }
   return file;
+}
+
+std::vector<hsize_t> h5_dims(hid_t dataset) {
+  std::lock_guard lock(hdf5_mutex());
+  H5Handle space(H5Dget_space(dataset));
+  const int rank = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
+  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
 }
 
 std::string h5_type_name(hid_t type) {

@@ -6,6 +6,7 @@
 
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace mnddp {
 
@@ -47,6 +48,9 @@ std::string h5_take_error();
 // Opens `path` read-only with HDF5 file locking disabled (readers never need it, and it fails on
 // many network filesystems). Throws UsageError "cannot open HDF5 file '<path>': <reason>".
 H5Handle h5_open_read_only(const std::string& path);
+
+// A dataset's extent (empty for a scalar, or when HDF5 cannot tell).
+std::vector<hsize_t> h5_dims(hid_t dataset);
 
 // A datatype as users name it: "uint8", "int64", "float16", "float32 (big-endian)", "string", ...
 std::string h5_type_name(hid_t type);
