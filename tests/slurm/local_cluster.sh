@@ -374,9 +374,6 @@ cmd_env() {
   cat <<EOF
 export SLURM_CONF='$CONF'
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_pml=ob1
-# Connections made in MPI_Init, not lazily: Open MPI 4.1's TCP BTL races when two threads of a rank
-# (mnddp's communication and watchdog threads) open connections at once (open-mpi/ompi#3035).
-export OMPI_MCA_mpi_preconnect_mpi=1
 EOF
 }
 

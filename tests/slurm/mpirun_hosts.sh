@@ -9,9 +9,6 @@ make_data
 printf '# two "nodes" on one host\nlocalhost slots=2\n127.0.0.2 slots=2\n' >"$WORK/hosts"
 # Ranks on two "nodes" of one host: TCP over loopback (see tests/slurm/local_cluster.sh).
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_pml=ob1
-# Connections made in MPI_Init, not lazily: Open MPI 4.1's TCP BTL races when two threads of a rank
-# (mnddp's communication and watchdog threads) open connections at once (open-mpi/ompi#3035).
-export OMPI_MCA_mpi_preconnect_mpi=1
 export FAKE_SSH_LOG=$WORK/ssh.log MPIRUN_ARGS="--mca plm_rsh_agent $MNDDP_SOURCE_DIR/tests/slurm/fake_ssh.sh"
 unset MNDDP_THREADS  # so that each rank derives its threads from its own environment
 OMP_NUM_THREADS=3 timeout 120 bash "$SLURM_DIR/mpirun_hosts.sh" "$WORK/hosts" "${DATA[@]}" --batch-size 8 \

@@ -72,7 +72,8 @@ if pid=$(rank_pid "$job" 1); then
     expect_log "... srun names the task and ends the step" "$log" 'srun: error: n1: task 1: Killed' \
       'failed with exit code [1-9][0-9]*$'
 else
-  fail "kill: no mnddp process of job $job with SLURM_PROCID=1"
+  fail "kill: no mnddp process of job $job with SLURM_PROCID=1 (job $(job_field "$job" JobState)," \
+    "processes: $(pgrep -x mnddp | tr '\n' ' '))"$'\n'"$(tail -15 "$log")"
 fi
 
 # 3. Rank 3 (on n2) dies by SIGKILL inside the collective checkpoint write of step 20.
