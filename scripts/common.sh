@@ -15,17 +15,22 @@ mnddp_mpi_env() {
   fi
 }
 
-# Configure (once) and build with Ninja; ccache keeps rebuilds of a fresh clone fast.
+# Configure and build with Ninja; ccache keeps rebuilds of a fresh clone fast.
+# mnddp_build [TARGET...]: builds the targets (default: everything). The tree is always configured
+# with the tests, whichever script configured it first, so run.sh and test.sh share one build
+# directory and neither undoes the other (run.sh builds only the two programs it runs).
 mnddp_build() {
-  local build_tests="${1:-ON}"
-  if [ ! -f "$MNDDP_BUILD_DIR/build.ninja" ]; then
+  local cache="$MNDDP_BUILD_DIR/CMakeCache.txt"
+  if [ ! -f "$MNDDP_BUILD_DIR/build.ninja" ] || ! grep -qx 'MNDDP_BUILD_TESTS:BOOL=ON' "$cache" 2>/dev/null; then
     say "configuring $MNDDP_BUILD_DIR"
     # No GPU here: name the architecture so nothing probes for a device at configure time.
     TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" cmake -S "$MNDDP_ROOT" -B "$MNDDP_BUILD_DIR" -G Ninja \
       -DCMAKE_BUILD_TYPE="${MNDDP_BUILD_TYPE:-RelWithDebInfo}" \
-      -DMNDDP_PYTHON="$MNDDP_VENV/bin/python" -DMNDDP_BUILD_TESTS="$build_tests" ${MNDDP_CMAKE_ARGS:-} \
+      -DMNDDP_PYTHON="$MNDDP_VENV/bin/python" -DMNDDP_BUILD_TESTS=ON ${MNDDP_CMAKE_ARGS:-} \
       || die "cmake configure failed"
   fi
-  say "building ($(nproc) jobs)"
-  cmake --build "$MNDDP_BUILD_DIR" -j "$(nproc)" || die "build failed"
+  local targets=()
+  (($#)) && targets=(--target "$@")
+  say "building ${*:-everything} ($(nproc) jobs)"
+  cmake --build "$MNDDP_BUILD_DIR" -j "$(nproc)" "${targets[@]}" || die "build failed"
 }

@@ -5,7 +5,7 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 bash "$MNDDP_ROOT/scripts/setup.sh"
-mnddp_build OFF
+mnddp_build mnddp mnddp-data
 mnddp_mpi_env
 cd "$MNDDP_ROOT"
 mkdir -p runs
