@@ -17,7 +17,7 @@ APT_PACKAGES=(
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" == *"install ok installed"* ]] || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
   say "installing apt packages: ${missing[*]}"

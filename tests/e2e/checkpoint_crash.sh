@@ -54,7 +54,7 @@ check "resuming after the kill ends identical to an uninterrupted run" \
 run_mpi 2 60 "${BASE[@]}" --checkpoint-dir "$WORK/fail" --inject-fault checkpoint-fail@30:1
 CASES=$((CASES + 1))
 if [ "$RC" = 1 ] && [ "$(grep -c 'mnddp: error:' <<<"$ERR")" = 1 ] && grep -q "checkpoint of step 30 not written" <<<"$ERR" &&
-  [ "$(cat "$WORK/fail/latest")" = "step-00000020.h5" ] && ! ls "$WORK/fail" | grep -q tmp; then
+  [ "$(cat "$WORK/fail/latest")" = "step-00000020.h5" ] && ! compgen -G "$WORK/fail/*tmp*" >/dev/null; then
   pass "a write failing on rank 1: one message, exit 1, no commit, no .tmp left"
 else
   fail "failing write: rc $RC, $(ls "$WORK/fail"), $ERR"
@@ -105,7 +105,7 @@ if unshare -m true 2>/dev/null; then
   line=$(grep -m1 'mnddp: error:' "$WORK/fill.err")
   if [ "$rc" = 1 ] && [ "$(grep -c 'mnddp: error:' "$WORK/fill.err")" = 1 ] && grep -q "no space left" <<<"$line" &&
     grep -q "step 20 not written" <<<"$line" && [ "$(cat "$WORK/fill-ck/latest")" = "step-00000010.h5" ] &&
-    ! ls "$WORK/fill-ck" | grep -q tmp; then
+    ! compgen -G "$WORK/fill-ck/*tmp*" >/dev/null; then
     pass "disk full mid-write: exit 1, one message: $(cut -c1-170 <<<"$line")"
   else
     fail "disk full mid-write: rc $rc, files $(ls "$WORK/fill-ck" | tr '\n' ' '): $(tail -3 "$WORK/fill.err")"
