@@ -10,7 +10,7 @@
 #            script started (by pid, checked against their start time); safe to repeat
 #   status   daemons and nodes; exit 0 when all three daemons run and both nodes answer
 #   env      print the shell lines a client needs (eval "$(local_cluster.sh env DIR)"): SLURM_CONF
-#            and the loopback Open MPI settings for jobs
+#            and the loopback Open MPI settings for jobs (loopback_mpi.env)
 #
 # Needs root (slurmd runs as root) and the apt packages slurm-wlm and munge (scripts/setup.sh).
 # Nothing outside DIR is changed, except a short symbolic link in /tmp when DIR's path is too long
@@ -24,8 +24,9 @@
 # - Each slurmd runs in its own mount namespace with a private directory bind-mounted over TmpFS:
 #   two slurmstepd on one host would otherwise both create <TmpFS>/spmix_appdir_<uid>_<job>.<step>
 #   and the PMIx step fails with "File exists".
-# - Jobs need OMPI_MCA_btl=self,tcp over lo: ranks on the fake nodes n1 and n2 share one host, and
-#   Open MPI's shared-memory BTL crashes when it is told they are on different nodes.
+# - Jobs run Open MPI through UCX over TCP on lo (tests/slurm/loopback_mpi.env, printed by `env`):
+#   ranks on the fake nodes n1 and n2 share one host, Open MPI's shared-memory BTL crashes when it is
+#   told they are on different nodes, and its TCP BTL crashes a rank at start-up now and then.
 set -euo pipefail
 
 readonly NODES=(n1 n2)
@@ -371,10 +372,8 @@ cmd_status() {
 }
 
 cmd_env() {
-  cat <<EOF
-export SLURM_CONF='$CONF'
-export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_pml=ob1
-EOF
+  echo "export SLURM_CONF='$CONF'"
+  grep -v '^#' "$(dirname "${BASH_SOURCE[0]}")/loopback_mpi.env"
 }
 
 case $command in

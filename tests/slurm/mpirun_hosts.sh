@@ -7,8 +7,8 @@
 source "$(dirname "$0")/lib.sh"
 make_data
 printf '# two "nodes" on one host\nlocalhost slots=2\n127.0.0.2 slots=2\n' >"$WORK/hosts"
-# Ranks on two "nodes" of one host: TCP over loopback (see tests/slurm/local_cluster.sh).
-export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_pml=ob1
+# Ranks on two "nodes" of one host: UCX over TCP on loopback, as in the Slurm jobs.
+source "$MNDDP_SOURCE_DIR/tests/slurm/loopback_mpi.env"
 export FAKE_SSH_LOG=$WORK/ssh.log MPIRUN_ARGS="--mca plm_rsh_agent $MNDDP_SOURCE_DIR/tests/slurm/fake_ssh.sh"
 unset MNDDP_THREADS  # so that each rank derives its threads from its own environment
 OMP_NUM_THREADS=3 timeout 120 bash "$SLURM_DIR/mpirun_hosts.sh" "$WORK/hosts" "${DATA[@]}" --batch-size 8 \
