@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     std::vector<float> state(tensors * rows * 1024);
     for (std::size_t i = 0; i < state.size(); ++i) state[i] = static_cast<float>(i % 9973) * 0.5f;
     const double bytes = static_cast<double>(state.size() * sizeof(float));
-    CheckpointManager manager(dir + "/ckpt", reps + 1, world, world.handle());
+    CheckpointManager manager(dir + "/ckpt", reps + 1, world);
     const std::string raw_path = dir + "/raw.bin";
 
     // Each timed step starts with the other file's pages dropped: on a VM, a write that needs fresh
@@ -95,14 +95,16 @@ int main(int argc, char** argv) {
     auto ours_write = [&](int rep) {
       world.barrier();
       const auto t = Clock::now();
-      const std::string path =
-          manager.save(rep, static_cast<std::uint64_t>(bytes), [&](ParallelCheckpointWriter& writer) {
+      const std::string path = manager.save(
+          rep, static_cast<std::uint64_t>(bytes),
+          [&](ParallelCheckpointWriter& writer) {
             for (std::size_t k = 0; k < tensors; ++k)
               writer.write({"model/t" + std::to_string(k),
                             DType::F32,
                             {static_cast<std::int64_t>(rows), 1024},
                             state.data() + k * rows * 1024});
-          });
+          },
+          world);
       world.barrier();
       const double seconds = seconds_since(t);
       if (world.is_root()) evict(path);

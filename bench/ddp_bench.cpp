@@ -39,12 +39,12 @@ BenchModel make_bench_model(const std::string& name) {
   ModelSpec spec;
   spec.num_classes = 10;
   if (name == "mlp50m") {
-    spec.name = "mlp";
+    spec.kind = ModelKind::Mlp;
     spec.input_shape = {784};
     spec.hidden = 4096;
     spec.layers = 4;
   } else {
-    spec.name = "convnet";
+    spec.kind = ModelKind::ConvNet;
     spec.input_shape = {3, 32, 32};
     spec.hidden = 64;
     spec.layers = 4;

@@ -159,7 +159,7 @@ int main(int argc, char** argv) try {
       if (list.find("shuffled") != std::string::npos) options.orders.push_back(true);
       if (list.find("sequential") != std::string::npos) options.orders.push_back(false);
     } else if (arg == "--nonfinite" && has_value) {
-      options.nonfinite = parse_nonfinite_policy(argv[++a], "--nonfinite");
+      options.nonfinite = parse_choice_or_throw<NonfinitePolicy>(argv[++a], "--nonfinite");
     } else if (arg == "--cold") {
       options.cold = true;
     } else if (const auto eq = arg.find('='); eq != std::string::npos && arg[0] != '-') {

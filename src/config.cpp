@@ -48,6 +48,13 @@ po::options_description action_options() {
   return actions;
 }
 
+// A table cell: a '|' inside it (the choices "a | b") would end the cell.
+std::string markdown_cell(const std::string& text) {
+  std::string cell;
+  for (char c : text) cell += c == '|' ? std::string("\\|") : std::string(1, c);
+  return cell;
+}
+
 // Boost messages look like "the argument ('x') for option '--lr' is invalid"; keep them, add where.
 [[noreturn]] void rethrow_as_usage(const po::error& e, const std::string& where) {
   throw UsageError(where.empty() ? std::string(e.what()) : fmt::format("{}: {}", where, e.what()));
@@ -201,8 +208,8 @@ std::string help_markdown() {
     for (const auto& row : option_table()) {
       if (row.group != group) continue;
       const std::string value = row.format(defaults);
-      out += fmt::format("| `--{}` | `{}` | {} | {} | {} |\n", row.name, env_name_for(row.name), row.type_name,
-                         value.empty() ? "(empty)" : "`" + value + "`", row.help);
+      out += fmt::format("| `--{}` | `{}` | {} | {} | {} |\n", row.name, env_name_for(row.name),
+                         markdown_cell(row.type_name), value.empty() ? "(empty)" : "`" + value + "`", row.help);
     }
   }
   return out;

@@ -8,6 +8,7 @@
 
 #include "config_table.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/preemption.hpp"
 
 namespace mnddp::config_detail {
 namespace {
@@ -65,14 +66,6 @@ Check<double> in_half_open(double low, double high) {
   };
 }
 
-Check<std::string> one_of(std::vector<std::string> choices) {
-  return [choices](const std::string& v) {
-    for (const auto& c : choices)
-      if (v == c) return std::string();
-    return fmt::format("must be one of {}", fmt::join(choices, ", "));
-  };
-}
-
 Check<std::string> not_empty() {
   return [](const std::string& v) { return v.empty() ? std::string("must not be empty") : std::string(); };
 }
@@ -115,9 +108,39 @@ class TableBuilder {
     rows_.push_back(std::move(row));
   }
 
-  void choice(const char* name, std::string TrainingConfig::*field, const char* help,
-              std::vector<std::string> choices) {
-    add<std::string>(name, field, help, one_of(choices), choices_type(choices));
+  // A field parsed from its text when the sources are merged (Boost's notifier), so a bad value
+  // is one UsageError from `parse`, whichever source gave it; `format` is its inverse.
+  // `help_suffix` is added to --help's text only (docs/CONFIG.md has a column for the type).
+  template <typename T>
+  void parsed(const char* name, T TrainingConfig::*field, const char* help, std::string type,
+              std::function<T(const std::string&)> parse, std::function<std::string(const T&)> format,
+              const std::string& help_suffix = {}) {
+    OptionSpec row;
+    row.name = name;
+    row.group = group_;
+    row.type_name = std::move(type);
+    row.help = help;
+    row.bind = [name, field, described = help + help_suffix, parse, format](
+                   po::options_description& desc, TrainingConfig& target, const TrainingConfig& defaults) {
+      const std::string fallback = format(defaults.*field);
+      auto* value = po::value<std::string>()
+                        ->default_value(fallback, fallback)
+                        ->notifier([&target, field, parse](const std::string& text) { target.*field = parse(text); });
+      desc.add_options()(name, value, described.c_str());
+    };
+    row.format = [field, format](const TrainingConfig& c) { return format(c.*field); };
+    row.check = [](const TrainingConfig&) {};  // a parsed value is valid by construction
+    rows_.push_back(std::move(row));
+  }
+
+  // A closed choice: its names, --help's list and the error text all come from ChoiceNames<E>.
+  template <Choice E>
+  void choice(const char* name, E TrainingConfig::*field, const char* help) {
+    const std::string option = std::string("--") + name;
+    const std::string names = choices_type(choice_names<E>());
+    parsed<E>(
+        name, field, help, names, [option](const std::string& text) { return parse_choice_or_throw<E>(text, option); },
+        [](const E& value) { return std::string(choice_name(value)); }, " (" + names + ")");
   }
 
  private:
@@ -144,24 +167,22 @@ std::vector<OptionSpec> build_table() {
   t.add("num-classes", &C::num_classes, "number of label classes (labels must be in [0, num-classes))", at_least(2));
 
   t.choice("partition", &C::partition,
-           "sample: one global shuffle, any rank reads any file; shard: whole files per rank (locality at scale)",
-           {"sample", "shard"});
+           "sample: one global shuffle, any rank reads any file; shard: whole files per rank (locality at scale)");
   t.add("shuffle-buffer", &C::shuffle_buffer, "shard partition: samples shuffled together on each rank",
         at_least<std::int64_t>(1));
-  t.choice("nonfinite-inputs", &C::nonfinite_inputs, "NaN or Inf in float inputs: stop with an error, warn, or ignore",
-           {"error", "warn", "ignore"});
+  t.choice("nonfinite-inputs", &C::nonfinite_inputs, "NaN or Inf in float inputs: stop with an error, warn, or ignore");
   t.add("scale-uint8", &C::scale_uint8, "divide uint8 inputs by 255", Check<bool>{});
   t.add("feature-stats", &C::feature_stats,
         "normalise each feature with the mean and std in this file (mnddp-data stats); empty: off", any_text());
 
   t.group("Model");
-  t.choice("model", &C::model, "network to train", {"mlp", "convnet"});
+  t.choice("model", &C::model, "network to train");
   t.add("hidden", &C::hidden, "width of the hidden layers (MLP) or base channels (ConvNet)", at_least(1));
   t.add("layers", &C::layers, "number of hidden layers (MLP) or conv blocks (ConvNet)", at_least(1));
   t.add("dropout", &C::dropout, "dropout probability before the classifier", in_half_open(0.0, 1.0));
 
   t.group("Optimizer");
-  t.choice("optimizer", &C::optimizer, "optimizer", {"sgd", "adamw"});
+  t.choice("optimizer", &C::optimizer, "optimizer");
   t.add("lr", &C::lr, "peak learning rate", greater_than(0.0));
   t.add("momentum", &C::momentum, "SGD momentum", in_half_open(0.0, 1.0));
   t.add("nesterov", &C::nesterov, "use Nesterov momentum with SGD", Check<bool>{});
@@ -172,7 +193,7 @@ std::vector<OptionSpec> build_table() {
   t.add("grad-clip", &C::grad_clip, "clip the global gradient norm to this value; 0 disables", at_least(0.0));
 
   t.group("Schedule");
-  t.choice("lr-schedule", &C::lr_schedule, "learning-rate schedule after warm-up", {"constant", "cosine", "step"});
+  t.choice("lr-schedule", &C::lr_schedule, "learning-rate schedule after warm-up");
   t.add("warmup-steps", &C::warmup_steps, "linear warm-up from 0 over this many optimizer steps",
         at_least<std::int64_t>(0));
   t.add("lr-step-size", &C::lr_step_size, "step schedule: multiply by lr-gamma every this many steps",
@@ -191,11 +212,10 @@ std::vector<OptionSpec> build_table() {
         at_least<std::int64_t>(0));
   t.add("grad-accum-steps", &C::grad_accum_steps, "micro-steps per optimizer step (gradient accumulation)",
         at_least(1));
-  t.choice("amp", &C::amp, "automatic mixed precision (fp16 needs CUDA)", {"off", "bf16", "fp16"});
+  t.choice("amp", &C::amp, "automatic mixed precision (fp16 needs CUDA)");
   t.choice("on-nonfinite", &C::on_nonfinite,
            "a step whose gradients hold NaN/Inf (without the fp16 loss scaler, which always skips them): "
-           "abort with a message naming the step and loss, or skip the step",
-           {"abort", "skip"});
+           "abort with a message naming the step and loss, or skip the step");
   t.add("seed", &C::seed, "seed for initialisation, sampling and dropout", at_least<std::int64_t>(0));
   t.add("threads", &C::threads,
         "torch threads per rank; 0: SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS, else cores / ranks on the node",
@@ -210,25 +230,26 @@ std::vector<OptionSpec> build_table() {
         "write checkpoints beside training: the step waits only for a host copy of the state (which needs "
         "that much memory); false: training waits for the whole commit",
         Check<bool>{});
-  t.add("resume", &C::resume, "auto (newest valid checkpoint in checkpoint-dir), none, or a checkpoint path",
-        not_empty());
+  t.parsed<ResumeFrom>("resume", &C::resume,
+                       "auto (newest valid checkpoint in checkpoint-dir), none, or a checkpoint path",
+                       "auto | none | PATH", parse_resume_from, [](const ResumeFrom& r) { return r.text(); });
 
   t.add("checkpoint-minutes", &C::checkpoint_minutes, "also checkpoint every this many minutes; 0 disables",
         at_least(0.0));
-  t.add("preempt-signals", &C::preempt_signals,
-        "signals that make every rank checkpoint at the next step and exit with code 3 (comma list)", any_text());
+  t.parsed<std::vector<int>>("preempt-signals", &C::preempt_signals,
+                             "signals that make every rank checkpoint at the next step and exit with code 3 "
+                             "(comma list of names or numbers)",
+                             "signals", parse_signal_list, format_signal_list);
 
   t.group("Logging");
   t.add("log-interval", &C::log_interval, "log and record metrics every this many steps", at_least<std::int64_t>(1));
   t.add("metrics-file", &C::metrics_file, "JSON-lines metrics written by rank 0; empty: off", any_text());
-  t.choice("log-level", &C::log_level, "log level of rank 0 (other ranks log warnings and errors)",
-           {"trace", "debug", "info", "warn", "error"});
+  t.choice("log-level", &C::log_level, "log level of rank 0 (other ranks log warnings and errors)");
   t.add("log-all-ranks", &C::log_all_ranks, "every rank logs at log-level, not only rank 0", Check<bool>{});
 
   t.group("Distributed");
-  t.choice("backend", &C::backend, "gradient all-reduce backend: auto picks nccl when every rank has a GPU",
-           {"auto", "nccl", "mpi"});
-  t.choice("device", &C::device, "compute device: auto picks cuda when a GPU is visible", {"auto", "cpu", "cuda"});
+  t.choice("backend", &C::backend, "gradient all-reduce backend: auto picks nccl when every rank has a GPU");
+  t.choice("device", &C::device, "compute device: auto picks cuda when a GPU is visible");
   t.add("collective-timeout", &C::collective_timeout,
         "seconds a collective may stay unfinished before the watchdog explains where every rank is and aborts "
         "the job (exit code 4); must exceed the longest rank-0-only work, such as scanning many shards",
@@ -237,8 +258,9 @@ std::vector<OptionSpec> build_table() {
         "before every MPI collective, check that all ranks make the same call (op, dtype, count): a mismatch "
         "stops the job naming the call and the ranks; costs one small all-gather per collective",
         Check<bool>{});
-  t.add("inject-fault", &C::inject_fault,
-        "testing aid: fail on purpose, KIND@STEP[:RANK]; the kinds are in docs/FAULT_TOLERANCE.md", any_text());
+  t.parsed<FaultPlan>("inject-fault", &C::inject_fault,
+                      "testing aid: fail on purpose, KIND@STEP[:RANK]; the kinds are in docs/FAULT_TOLERANCE.md",
+                      "string", parse_fault_plan, [](const FaultPlan& plan) { return plan.spec(); });
   t.add("bucket-cap-mb", &C::bucket_cap_mb, "gradient bucket size in MiB: one all-reduce per bucket",
         greater_than(0.0));
   t.add("first-bucket-mb", &C::first_bucket_mb,
@@ -246,8 +268,7 @@ std::vector<OptionSpec> build_table() {
   t.add("find-unused-parameters", &C::find_unused_parameters,
         "find parameters the forward pass did not use and reduce their buckets without waiting for them",
         Check<bool>{});
-  t.choice("grad-compression", &C::grad_compression, "all-reduce gradients in this precision",
-           {"none", "bf16", "fp16"});
+  t.choice("grad-compression", &C::grad_compression, "all-reduce gradients in this precision");
   t.add("broadcast-buffers", &C::broadcast_buffers,
         "copy rank 0's buffers (BatchNorm statistics) to all ranks every step", Check<bool>{});
   return rows;

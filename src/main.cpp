@@ -110,7 +110,7 @@ int export_command(const std::vector<std::string>& args) {
 int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& args) {
   MpiComm world;
   const RankInfo& rank = runtime.info();
-  init_logging({rank.rank, rank.world_size, "info", false});
+  init_logging({rank.rank, rank.world_size, LogLevel::Info, false});
   on_all_then_agree(world, [&] { runtime.check_launch_environment(environment_from_process()); });
 
   Action action = Action::Train;
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   }
   args.erase(args.begin());
 
-  hold_default_preemption_signals();  // a warning during start-up must not kill the rank
+  hold_preemption_signals(TrainingConfig{}.preempt_signals);  // a warning during start-up must not kill the rank
   std::optional<Runtime> runtime;
   std::optional<Watchdog> watchdog;  // destroyed before the runtime finalizes MPI
   try {

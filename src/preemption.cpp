@@ -26,14 +26,16 @@ std::vector<int>& held_signals() {
 
 extern "C" void on_preemption_signal(int signal) { g_signal.store(signal, std::memory_order_relaxed); }
 
+constexpr std::pair<const char*, int> kSignalNames[] = {{"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+                                                        {"INT", SIGINT},   {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
+                                                        {"XCPU", SIGXCPU}};
+
 int signal_from_name(std::string name) {
   for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (name.rfind("SIG", 0) == 0) name = name.substr(3);
-  if (!name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) return std::atoi(name.c_str());
-  static const std::pair<const char*, int> kNames[] = {{"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
-                                                       {"INT", SIGINT},   {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
-                                                       {"XCPU", SIGXCPU}};
-  for (const auto& [known, number] : kNames)
+  if (!name.empty() && name.size() <= 3 && std::all_of(name.begin(), name.end(), ::isdigit))
+    return std::atoi(name.c_str());
+  for (const auto& [known, number] : kSignalNames)
     if (name == known) return number;
   return 0;
 }
@@ -54,6 +56,17 @@ std::vector<int> parse_signal_list(const std::string& spec) {
   return signals;
 }
 
+std::string format_signal_list(const std::vector<int>& signals) {
+  std::string text;
+  for (int signal : signals) {
+    if (!text.empty()) text += ',';
+    const auto* found = std::find_if(std::begin(kSignalNames), std::end(kSignalNames),
+                                     [signal](const auto& entry) { return entry.second == signal; });
+    text += found != std::end(kSignalNames) ? std::string(found->first) : std::to_string(signal);
+  }
+  return text;
+}
+
 void install_preemption_handlers(const std::vector<int>& signals) {
   struct sigaction action;
   std::memset(&action, 0, sizeof(action));
@@ -63,8 +76,8 @@ void install_preemption_handlers(const std::vector<int>& signals) {
   for (int signal : signals) sigaction(signal, &action, nullptr);
 }
 
-void hold_default_preemption_signals() {
-  held_signals() = parse_signal_list("USR2,TERM");  // the --preempt-signals default
+void hold_preemption_signals(const std::vector<int>& signals) {
+  held_signals() = signals;
   install_preemption_handlers(held_signals());
 }
 

@@ -16,6 +16,8 @@
 
 #include "mnddp/check.hpp"
 #include "mnddp/comm/collective_tracker.hpp"
+#include "mnddp/comm/health_checks.hpp"
+#include "mnddp/device_binding.hpp"
 
 namespace mnddp {
 namespace {
@@ -80,10 +82,6 @@ Reply make_reply(const std::string& channel) {
   return reply;
 }
 
-std::mutex g_checks_mutex;
-std::map<int, std::function<std::optional<std::string>()>> g_checks;
-int g_next_check = 0;
-
 }  // namespace
 
 struct Watchdog::Impl {
@@ -121,17 +119,6 @@ Watchdog::~Watchdog() {
 
 void Watchdog::set_timeout(double seconds) { impl_->timeout_s = seconds; }
 
-int Watchdog::add_health_check(std::function<std::optional<std::string>()> check) {
-  std::lock_guard lock(g_checks_mutex);
-  g_checks.emplace(++g_next_check, std::move(check));
-  return g_next_check;
-}
-
-void Watchdog::remove_health_check(int id) {
-  std::lock_guard lock(g_checks_mutex);
-  g_checks.erase(id);
-}
-
 void Watchdog::arm_exit_deadline(double seconds, int exit_code) {
   std::thread([seconds, exit_code] {
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
@@ -167,14 +154,13 @@ void Watchdog::run() {
       if (impl_->wake.wait_for(lock, kTick, [&] { return impl_->stop; })) return;
     }
     serve_requests();
-    std::vector<std::function<std::optional<std::string>()>> checks;
-    {
-      std::lock_guard lock(g_checks_mutex);
-      for (const auto& [id, check] : g_checks) checks.push_back(check);
+    // The probes below may query CUDA events: on the rank's device, not on device 0.
+    try {
+      bind_rank_device();
+    } catch (const std::exception& e) {
+      Runtime::abort_all(fmt::format("watchdog: {}", e.what()), kExitFailure);
     }
-    for (const auto& check : checks)
-      if (auto problem = check()) Runtime::abort_all(*problem, kExitFailure);
-
+    if (auto problem = run_health_checks()) Runtime::abort_all(*problem, kExitFailure);
     CollectiveTracker::poll_all();
     const double timeout = impl_->timeout_s.load();
     if (timeout <= 0) continue;

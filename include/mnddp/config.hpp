@@ -1,14 +1,19 @@
 // TrainingConfig: every setting of a training run, typed, each with its default in-line below.
+// Choices are enums (choices.hpp), parsed once here: no module ever compares option text.
 // Values come from the command line, MNDDP_* environment variables and an INI --config file, in
 // that order of precedence. The option table (config_options.cpp) is the one place that names,
 // documents and validates each field; --help, --print-config and docs/CONFIG.md all come from it.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "mnddp/choices.hpp"
+#include "mnddp/ckpt/resume_from.hpp"
 #include "mnddp/env_info.hpp"
+#include "mnddp/fault/fault_plan.hpp"
 
 namespace mnddp {
 
@@ -23,20 +28,20 @@ struct TrainingConfig {
   bool drop_last = true;
   int prefetch_batches = 4;
   int num_classes = 10;
-  std::string partition = "sample";        // sample | shard
-  std::int64_t shuffle_buffer = 4096;      // shard mode: samples shuffled together on each rank
-  std::string nonfinite_inputs = "error";  // error | warn | ignore: NaN/Inf in float inputs
-  bool scale_uint8 = true;                 // uint8 inputs are divided by 255
-  std::string feature_stats;               // mnddp-data stats file: per-feature normalisation; empty: off
+  PartitionMode partition = PartitionMode::Sample;
+  std::int64_t shuffle_buffer = 4096;                         // shard mode: samples shuffled together on each rank
+  NonfinitePolicy nonfinite_inputs = NonfinitePolicy::Error;  // NaN/Inf in float inputs
+  bool scale_uint8 = true;                                    // uint8 inputs are divided by 255
+  std::string feature_stats;  // mnddp-data stats file: per-feature normalisation; empty: off
 
   // --- model ---
-  std::string model = "mlp";  // mlp | convnet
+  ModelKind model = ModelKind::Mlp;
   int hidden = 256;
   int layers = 2;
   double dropout = 0.0;
 
   // --- optimizer ---
-  std::string optimizer = "sgd";  // sgd | adamw
+  OptimizerKind optimizer = OptimizerKind::Sgd;
   double lr = 0.05;
   double momentum = 0.9;
   bool nesterov = false;
@@ -47,7 +52,7 @@ struct TrainingConfig {
   double grad_clip = 0.0;  // max global grad norm; 0: off
 
   // --- schedule ---
-  std::string lr_schedule = "constant";  // constant | cosine | step
+  LrSchedule lr_schedule = LrSchedule::Constant;
   std::int64_t warmup_steps = 0;
   std::int64_t lr_step_size = 1000;
   double lr_gamma = 0.1;
@@ -58,8 +63,8 @@ struct TrainingConfig {
   std::int64_t max_steps = 0;      // optimizer steps; 0: no limit
   std::int64_t steps_per_run = 0;  // stop (checkpointed) after this many steps of this invocation; 0: no limit
   int grad_accum_steps = 1;
-  std::string amp = "off";             // off | bf16 | fp16
-  std::string on_nonfinite = "abort";  // abort | skip: non-finite gradients without the fp16 scaler
+  Amp amp = Amp::Off;
+  NonfiniteGradients on_nonfinite = NonfiniteGradients::Abort;  // without the fp16 scaler
   std::int64_t seed = 42;
   int threads = 0;  // torch intra-op threads per rank; 0: derive from SLURM_CPUS_PER_TASK / OMP_NUM_THREADS / cores
 
@@ -67,27 +72,27 @@ struct TrainingConfig {
   std::string checkpoint_dir;            // empty: no checkpoints
   std::int64_t checkpoint_interval = 0;  // steps; 0: only at the end
   int keep_last = 3;
-  bool checkpoint_async = true;               // write checkpoints beside training (after a host copy of the state)
-  std::string resume = "auto";                // auto | none | PATH
-  double checkpoint_minutes = 0.0;            // also checkpoint every this many minutes; 0: off
-  std::string preempt_signals = "USR2,TERM";  // checkpoint and exit with code 3 on these
+  bool checkpoint_async = true;     // write checkpoints beside training (after a host copy of the state)
+  ResumeFrom resume;                // auto | none | PATH
+  double checkpoint_minutes = 0.0;  // also checkpoint every this many minutes; 0: off
+  std::vector<int> preempt_signals = {SIGUSR2, SIGTERM};  // checkpoint and exit with code 3 on these
 
   // --- logging ---
   std::int64_t log_interval = 10;              // steps
   std::string metrics_file = "metrics.jsonl";  // rank 0 writes JSON lines; empty: off
-  std::string log_level = "info";              // trace | debug | info | warn | error
+  LogLevel log_level = LogLevel::Info;
   bool log_all_ranks = false;
 
   // --- distributed ---
-  std::string backend = "auto";       // auto | nccl | mpi
-  std::string device = "auto";        // auto | cpu | cuda
+  Backend backend = Backend::Auto;
+  DeviceRequest device = DeviceRequest::Auto;
   double collective_timeout = 600.0;  // seconds
   bool debug_collectives = false;
-  std::string inject_fault;  // testing aid: KIND@STEP[:RANK] (fault_injection.hpp); empty: none
+  FaultPlan inject_fault;  // testing aid: KIND@STEP[:RANK] (fault/fault_plan.hpp); empty: none
   double bucket_cap_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool find_unused_parameters = false;
-  std::string grad_compression = "none";  // none | bf16 | fp16
+  GradCompression grad_compression = GradCompression::None;
   bool broadcast_buffers = true;
 
   bool operator==(const TrainingConfig&) const = default;

@@ -5,12 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace mnddp {
+#include "mnddp/exit_codes.hpp"
 
-// Process exit codes, documented in docs/ERRORS.md.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;  // internal or library failure (MPI, HDF5, CUDA, NCCL)
-inline constexpr int kExitUsage = 2;    // bad input: option, file, dataset, environment
+namespace mnddp {
 
 // Base of every mnddp error. `collective()` means every rank threw the same error at the same
 // point (the verdict was agreed over MPI), so ranks may exit cleanly instead of MPI_Abort.

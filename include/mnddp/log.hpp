@@ -4,14 +4,14 @@
 
 #include <spdlog/spdlog.h>
 
-#include <string>
+#include "mnddp/choices.hpp"
 
 namespace mnddp {
 
 struct LogSetup {
   int rank = 0;
   int world_size = 1;
-  std::string level = "info";
+  LogLevel level = LogLevel::Info;
   bool all_ranks = false;
 };
 

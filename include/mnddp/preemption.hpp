@@ -8,20 +8,19 @@
 
 namespace mnddp {
 
-// Exit code of a run that checkpointed because of a preemption signal (docs/ERRORS.md).
-inline constexpr int kExitPreempted = 3;
-
 // Parses "USR2,TERM" (names with or without SIG, or numbers). Throws UsageError naming
 // --preempt-signals and the bad entry.
 std::vector<int> parse_signal_list(const std::string& spec);
+// The inverse: "USR2,TERM" (a signal without a name here as its number).
+std::string format_signal_list(const std::vector<int>& signals);
 
 // Installs the flag-setting handler for these signals (SA_RESTART, async-signal-safe).
 void install_preemption_handlers(const std::vector<int>& signals);
 
-// First thing in main, before MPI starts: catch the default signals already, so a warning that
-// arrives while the job is still starting (a requeued job is often warned at once) sets the flag
-// instead of killing the rank. Settled once the config is known:
-void hold_default_preemption_signals();
+// First thing in main, before MPI starts: catch the default signals (TrainingConfig's) already, so a
+// warning that arrives while the job is still starting (a requeued job is often warned at once)
+// sets the flag instead of killing the rank. Settled once the config is known:
+void hold_preemption_signals(const std::vector<int>& signals);
 // `wanted`: the signals this run checkpoints on (empty without --checkpoint-dir). Every held signal
 // not wanted goes back to its default action, and one of them that already arrived is re-raised,
 // so it has the effect it would have had.

@@ -4,8 +4,8 @@
 // else with nonblocking calls and a bounded wait, prints what it learned (which ranks never reached
 // the stuck call, which are in it too, which did not answer), and ends the job through abort_all
 // (ncclCommAbort, then MPI_Abort) with exit code kExitHang. Every rank's watchdog also answers such
-// questions, even while its main thread is stuck. Health checks (NCCL's asynchronous errors) run on
-// the same tick.
+// questions, even while its main thread is stuck. Health checks (comm/health_checks.hpp: NCCL's
+// asynchronous errors) run on the same tick.
 #pragma once
 
 #include <atomic>
@@ -16,11 +16,10 @@
 #include <string>
 #include <thread>
 
+#include "mnddp/exit_codes.hpp"
 #include "mnddp/runtime.hpp"
 
 namespace mnddp {
-
-inline constexpr int kExitHang = 4;  // a collective outlived --collective-timeout: the job was aborted
 
 class Watchdog {
  public:
@@ -32,10 +31,6 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
 
   void set_timeout(double seconds);
-
-  // A check run on every tick; a message aborts the job with it. Returns an id for removal.
-  static int add_health_check(std::function<std::optional<std::string>()> check);
-  static void remove_health_check(int id);
 
   // A safety net for the way out: if the process has not ended `seconds` from now (a finalize or a
   // destructor waiting on a rank that is gone), it prints why and exits with `exit_code`.

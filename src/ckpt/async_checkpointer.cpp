@@ -3,10 +3,12 @@
 
 #include <utility>
 
+#include "mnddp/device_binding.hpp"
+
 namespace mnddp {
 
-AsyncCheckpointer::AsyncCheckpointer(const std::string& directory, int keep_last, MPI_Comm parent)
-    : comm_(parent, "checkpoint"), manager_(directory, keep_last, comm_, comm_.handle()) {}
+AsyncCheckpointer::AsyncCheckpointer(CheckpointManager& manager, MPI_Comm parent)
+    : manager_(manager), comm_(parent, "checkpoint") {}
 
 AsyncCheckpointer::~AsyncCheckpointer() {
   if (thread_.joinable()) thread_.join();
@@ -16,7 +18,8 @@ void AsyncCheckpointer::start(std::int64_t step, std::uint64_t expected_bytes, W
   wait();
   thread_ = std::thread([this, step, expected_bytes, write = std::move(write), done = std::move(done)] {
     try {
-      const std::string path = manager_.save(step, expected_bytes, write);
+      bind_rank_device();  // nothing here should touch CUDA, but if anything does, on our device
+      const std::string path = manager_.save(step, expected_bytes, write, comm_);
       done(path);
     } catch (...) {
       failure_ = std::current_exception();

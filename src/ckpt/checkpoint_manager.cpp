@@ -61,9 +61,9 @@ bool verifies(const std::string& path, std::string& why) {
 
 }  // namespace
 
-CheckpointManager::CheckpointManager(std::string directory, int keep_last, Communicator& comm, MPI_Comm mpi_comm)
-    : directory_(std::move(directory)), keep_last_(keep_last), comm_(comm), mpi_comm_(mpi_comm) {
-  on_root_then_agree(comm_, [&] {
+CheckpointManager::CheckpointManager(std::string directory, int keep_last, Communicator& comm)
+    : directory_(std::move(directory)), keep_last_(keep_last) {
+  on_root_then_agree(comm, [&] {
     std::error_code error;
     fs::create_directories(directory_, error);
     if (error || !fs::is_directory(directory_))
@@ -93,12 +93,12 @@ std::vector<std::string> CheckpointManager::committed_in(const std::string& dire
 }
 
 std::string CheckpointManager::save(std::int64_t step, std::uint64_t expected_bytes,
-                                    const std::function<void(ParallelCheckpointWriter&)>& write) {
+                                    const std::function<void(ParallelCheckpointWriter&)>& write, MpiComm& comm) {
   const std::string final_path = (fs::path(directory_) / file_name(step)).string();
   const std::string temp_path = final_path + ".tmp";
 
   // 0. Room for it? Metadata and alignment add a little; 10% and 4 MiB cover both.
-  on_root_then_agree(comm_, [&] {
+  on_root_then_agree(comm, [&] {
     std::error_code error;
     const auto space = fs::space(directory_, error);
     const std::uint64_t needed = expected_bytes + expected_bytes / 10 + (4u << 20);
@@ -112,15 +112,15 @@ std::string CheckpointManager::save(std::int64_t step, std::uint64_t expected_by
 
   // 1. Every rank writes its share into the temporary file, which is closed collectively.
   std::optional<Failure> failure = capture_failure([&] {
-    ParallelCheckpointWriter writer(comm_, mpi_comm_, temp_path);
+    ParallelCheckpointWriter writer(comm, comm.handle(), temp_path);
     write(writer);
     writer.close();
   });
   // 2. Barrier and verdict: all ranks must have succeeded before anything is renamed.
   try {
-    agree_on_failure(comm_, failure);
+    agree_on_failure(comm, failure);
   } catch (const Error& e) {
-    if (comm_.is_root()) {
+    if (comm.is_root()) {
       std::error_code ignored;
       fs::remove(temp_path, ignored);
     }
@@ -129,7 +129,7 @@ std::string CheckpointManager::save(std::int64_t step, std::uint64_t expected_by
                 e.exit_code(), /*collective=*/true);
   }
   // 3. Root publishes: rename, sync the directory, then point `latest` at it the same way.
-  on_root_then_agree(comm_, [&] {
+  on_root_then_agree(comm, [&] {
     rename_durably(temp_path, final_path, directory_);
     const std::string latest = (fs::path(directory_) / kLatest).string();
     {
@@ -148,14 +148,15 @@ std::string CheckpointManager::save(std::int64_t step, std::uint64_t expected_by
 }
 
 std::string CheckpointManager::resolve_resume(Communicator& comm, const std::string& directory,
-                                              const std::string& resume) {
+                                              const ResumeFrom& resume) {
   std::string chosen;
   on_root_then_agree(comm, [&] {
-    if (resume == "none" || (resume == "auto" && directory.empty())) return;
+    using Mode = ResumeFrom::Mode;
+    if (resume.mode == Mode::None || (resume.mode == Mode::Auto && directory.empty())) return;
     std::string why;
-    if (resume != "auto") {
-      if (!verifies(resume, why)) throw UsageError(fmt::format("--resume: {}", why));
-      chosen = resume;
+    if (resume.mode == Mode::Path) {
+      if (!verifies(resume.path, why)) throw UsageError(fmt::format("--resume: {}", why));
+      chosen = resume.path;
       return;
     }
     // Newest first: `latest` names it; the directory listing covers a `latest` that is missing or stale.

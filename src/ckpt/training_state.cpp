@@ -139,7 +139,7 @@ StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, 
     const auto found = optimizer_state.find(item.value().unsafeGetTensorImpl());
     if (found == optimizer_state.end()) continue;  // no step taken yet for this parameter
     const std::string prefix = "optimizer/" + item.key() + "/";
-    if (state.optimizer_kind == "sgd") {
+    if (state.optimizer_kind == OptimizerKind::Sgd) {
       const auto& sgd = static_cast<const torch::optim::SGDParamState&>(*found->second);
       if (sgd.momentum_buffer().defined()) add(prefix + "momentum_buffer", sgd.momentum_buffer());
     } else {
@@ -173,7 +173,7 @@ StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, 
   attribute("world_size", std::to_string(position.world_size));
   attribute("batch_size", std::to_string(position.batch_size));
   attribute("interval_steps", std::to_string(position.interval_steps));
-  attribute("optimizer", state.optimizer_kind);
+  attribute("optimizer", std::string(choice_name(state.optimizer_kind)));
   attribute("sample_shape", fmt::format("{}", fmt::join(state.sample_shape, ",")));
   attribute("config", config_ini);
   attribute("mnddp_version", build::kVersion);
@@ -223,7 +223,7 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
     const at::Tensor& param = item.value();
     const std::string prefix = "optimizer/" + item.key() + "/";
     auto on_device = [&](const at::Tensor& t) { return t.to(param.device()); };
-    if (state.optimizer_kind == "sgd") {
+    if (state.optimizer_kind == OptimizerKind::Sgd) {
       auto momentum = file.fetch(prefix + "momentum_buffer");
       if (!momentum) continue;
       auto restored = std::make_unique<torch::optim::SGDParamState>();

@@ -7,46 +7,6 @@
 
 namespace mnddp {
 
-std::size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::F32:
-      return 4;
-    case DType::F64:
-      return 8;
-    case DType::F16:
-      return 2;
-    case DType::BF16:
-      return 2;
-    case DType::I32:
-      return 4;
-    case DType::I64:
-      return 8;
-    case DType::U8:
-      return 1;
-  }
-  throw std::logic_error("dtype_size: unknown dtype");
-}
-
-const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::F32:
-      return "float32";
-    case DType::F64:
-      return "float64";
-    case DType::F16:
-      return "float16";
-    case DType::BF16:
-      return "bfloat16";
-    case DType::I32:
-      return "int32";
-    case DType::I64:
-      return "int64";
-    case DType::U8:
-      return "uint8";
-  }
-  return "unknown";
-}
-
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:

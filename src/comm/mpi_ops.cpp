@@ -54,9 +54,6 @@ const HalfOps& half_ops() {
   return ops;
 }
 
-bool is_half(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16; }
-bool is_float(DType dtype) { return is_half(dtype) || dtype == DType::F32 || dtype == DType::F64; }
-
 }  // namespace
 
 MPI_Op reduce_op(ReduceOp op, DType dtype) {

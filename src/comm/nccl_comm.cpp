@@ -15,17 +15,12 @@
 #include <source_location>
 #include <thread>
 
+#include "mnddp/comm/nccl_check.hpp"
+#include "mnddp/cuda_check.hpp"
 #include "mnddp/error.hpp"
-#include "mnddp/watchdog.hpp"
 
 namespace mnddp {
 namespace {
-
-void check_cuda(cudaError_t rc, const char* call, std::source_location where = std::source_location::current()) {
-  if (rc != cudaSuccess) throw LibraryError("CUDA", call, cudaGetErrorString(rc), where);
-}
-
-#define MNDDP_CUDA_CHECK(call) check_cuda((call), #call)
 
 ncclDataType_t to_nccl(DType dtype) {
   switch (dtype) {
@@ -77,12 +72,7 @@ struct NcclComm::Handles {
       std::this_thread::sleep_for(kNcclPoll);
       ncclCommGetAsyncError(comm, &rc);
     }
-    if (rc != ncclSuccess) {
-      const char* last = comm != nullptr ? ncclGetLastError(comm) : nullptr;
-      throw LibraryError("NCCL", call,
-                         fmt::format("{}{}{}", ncclGetErrorString(rc), last && *last ? ": " : "", last ? last : ""),
-                         where);
-    }
+    if (rc != ncclSuccess) check_nccl(rc, call, comm != nullptr ? ncclGetLastError(comm) : nullptr, where);
   }
 };
 
@@ -180,21 +170,19 @@ NcclComm::NcclComm(Communicator& bootstrap, int device, double init_timeout_s)
     ncclCommGetAsyncError(handles_->comm, &rc);
   }
   MNDDP_NCCL_CHECK(rc);
-  // The watchdog polls NCCL's asynchronous errors too, so one that strikes while the host waits
-  // elsewhere (or not at all) still ends the job with NCCL's own words.
-  health_check_ = Watchdog::add_health_check([this]() -> std::optional<std::string> {
-    if (aborted_.load()) return std::nullopt;
-    ncclResult_t state = ncclSuccess;
-    ncclCommGetAsyncError(handles_->comm, &state);
-    if (state == ncclSuccess || state == ncclInProgress) return std::nullopt;
-    const char* last = ncclGetLastError(handles_->comm);
-    return fmt::format("NCCL reported an asynchronous error on rank {} (device {}): {}{}{}", rank_, device_,
-                       ncclGetErrorString(state), last && *last ? ": " : "", last ? last : "");
-  });
+}
+
+std::optional<std::string> NcclComm::async_error() {
+  if (aborted_.load()) return std::nullopt;  // aborted on purpose: the abort path reports why
+  ncclResult_t state = ncclSuccess;
+  ncclCommGetAsyncError(handles_->comm, &state);
+  if (state == ncclSuccess || state == ncclInProgress) return std::nullopt;
+  const char* last = ncclGetLastError(handles_->comm);
+  return fmt::format("NCCL reported an asynchronous error on rank {} (device {}): {}{}{}", rank_, device_,
+                     ncclGetErrorString(state), last && *last ? ": " : "", last ? last : "");
 }
 
 NcclComm::~NcclComm() {
-  Watchdog::remove_health_check(health_check_);
   if (handles_->comm != nullptr && !aborted_.load()) {
     // Finalize flushes outstanding work (polled, bounded); if it cannot, abort instead of hanging.
     ncclResult_t state = ncclCommFinalize(handles_->comm);
@@ -218,6 +206,8 @@ void NcclComm::abort() {
 }
 
 void NcclComm::check_async_error() {
+  // An aborted communicator is freed: never poll it again.
+  if (aborted_.load()) throw Error(fmt::format("NCCL: the communicator of rank {} was aborted", rank_));
   ncclResult_t state = ncclSuccess;
   ncclCommGetAsyncError(handles_->comm, &state);
   if (state != ncclSuccess && state != ncclInProgress) MNDDP_NCCL_CHECK(state);

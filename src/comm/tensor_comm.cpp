@@ -4,16 +4,38 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <array>
 #include <stdexcept>
 
 namespace mnddp {
 namespace {
 
-// Runs `op` on a host-visible contiguous copy when the tensor lives on a device, then copies back.
-template <typename Op>
-void on_host(at::Tensor& tensor, Op&& op) {
+thread_local int t_tensor_calls = 0;
+
+// While alive, calls on this thread come from a tensor adapter.
+class TensorCall {
+ public:
+  TensorCall() { ++t_tensor_calls; }
+  ~TensorCall() { --t_tensor_calls; }
+  TensorCall(const TensorCall&) = delete;
+  TensorCall& operator=(const TensorCall&) = delete;
+};
+
+// A tensor in the communicator's own memory: a device communicator takes CUDA tensors only.
+void require_comm_memory(const Communicator& comm, const at::Tensor& tensor) {
   if (!tensor.is_contiguous()) throw std::invalid_argument("communicator: tensor must be contiguous");
-  if (tensor.device().is_cpu()) {
+  if (comm.uses_device_memory() && !tensor.is_cuda())
+    throw std::invalid_argument(fmt::format("communicator {}: a {} tensor is not in device memory (internal error)",
+                                            comm.backend_name(), tensor.device().str()));
+}
+
+// Runs `op` on the tensor itself when it is in the communicator's memory, else (a CUDA tensor on a
+// host communicator) on a host copy that is copied back.
+template <typename Op>
+void in_comm_memory(Communicator& comm, at::Tensor& tensor, Op&& op) {
+  require_comm_memory(comm, tensor);
+  const TensorCall marked;
+  if (comm.uses_device_memory() || tensor.device().is_cpu()) {
     op(tensor);
     return;
   }
@@ -24,59 +46,40 @@ void on_host(at::Tensor& tensor, Op&& op) {
 
 }  // namespace
 
+bool inside_tensor_call() { return t_tensor_calls > 0; }
+
+// DType <-> torch, both ways from one table (indexed like kDTypes). torch's bool travels as uint8.
+constexpr std::array<c10::ScalarType, kDTypes.size()> kTorchTypes = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16,
+                                                                     at::kInt,   at::kLong,   at::kByte};
+
 DType to_comm_dtype(c10::ScalarType type) {
-  switch (type) {
-    case at::kFloat:
-      return DType::F32;
-    case at::kDouble:
-      return DType::F64;
-    case at::kHalf:
-      return DType::F16;
-    case at::kBFloat16:
-      return DType::BF16;
-    case at::kInt:
-      return DType::I32;
-    case at::kLong:
-      return DType::I64;
-    case at::kByte:
-      return DType::U8;
-    case at::kBool:
-      return DType::U8;
-    default:
-      throw std::invalid_argument(fmt::format("communicator: unsupported tensor dtype {}", c10::toString(type)));
-  }
+  if (type == at::kBool) return DType::U8;
+  for (const auto& info : kDTypes)
+    if (kTorchTypes[static_cast<std::size_t>(info.dtype)] == type) return info.dtype;
+  throw std::invalid_argument(fmt::format("communicator: unsupported tensor dtype {}", c10::toString(type)));
 }
 
-c10::ScalarType to_scalar_type(DType dtype) {
-  switch (dtype) {
-    case DType::F32:
-      return at::kFloat;
-    case DType::F64:
-      return at::kDouble;
-    case DType::F16:
-      return at::kHalf;
-    case DType::BF16:
-      return at::kBFloat16;
-    case DType::I32:
-      return at::kInt;
-    case DType::I64:
-      return at::kLong;
-    case DType::U8:
-      return at::kByte;
-  }
-  throw std::invalid_argument("to_scalar_type: unknown dtype");
-}
+c10::ScalarType to_scalar_type(DType dtype) { return kTorchTypes[static_cast<std::size_t>(dtype)]; }
 
 void allreduce(Communicator& comm, at::Tensor& tensor, ReduceOp op) {
-  on_host(tensor, [&](at::Tensor& t) {
+  in_comm_memory(comm, tensor, [&](at::Tensor& t) {
     comm.allreduce(t.data_ptr(), static_cast<std::size_t>(t.numel()), to_comm_dtype(t.scalar_type()), op);
   });
 }
 
 void broadcast(Communicator& comm, at::Tensor& tensor, int root) {
-  on_host(tensor, [&](at::Tensor& t) {
+  in_comm_memory(comm, tensor, [&](at::Tensor& t) {
     comm.broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), to_comm_dtype(t.scalar_type()), root);
   });
+}
+
+std::shared_ptr<CommWork> allreduce_async(Communicator& comm, at::Tensor& tensor, ReduceOp op, void* producer_stream) {
+  require_comm_memory(comm, tensor);
+  if (!comm.uses_device_memory() && !tensor.device().is_cpu())
+    throw std::invalid_argument("communicator: an asynchronous all-reduce on a host communicator needs a CPU tensor");
+  const TensorCall marked;
+  return comm.allreduce_async(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()),
+                              to_comm_dtype(tensor.scalar_type()), op, producer_stream);
 }
 
 }  // namespace mnddp

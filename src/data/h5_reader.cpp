@@ -146,24 +146,6 @@ bool check_nonfinite(NonfinitePolicy policy, bool& warned, const std::string& pa
 
 }  // namespace
 
-const char* nonfinite_policy_name(NonfinitePolicy policy) {
-  switch (policy) {
-    case NonfinitePolicy::Error:
-      return "error";
-    case NonfinitePolicy::Warn:
-      return "warn";
-    case NonfinitePolicy::Ignore:
-      return "ignore";
-  }
-  return "unknown";
-}
-
-NonfinitePolicy parse_nonfinite_policy(const std::string& text, const std::string& option) {
-  for (const auto policy : {NonfinitePolicy::Error, NonfinitePolicy::Warn, NonfinitePolicy::Ignore})
-    if (text == nonfinite_policy_name(policy)) return policy;
-  throw UsageError(fmt::format("{}: unknown policy '{}' (use error, warn or ignore)", option, text));
-}
-
 struct H5Reader::OpenShards {
   struct Shard {
     H5Handle file;

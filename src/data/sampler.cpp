@@ -88,14 +88,6 @@ void validate_shard_mode(SamplerOptions& o) {
 
 }  // namespace
 
-const char* partition_mode_name(PartitionMode mode) { return mode == PartitionMode::Shard ? "shard" : "sample"; }
-
-PartitionMode parse_partition_mode(const std::string& text, const std::string& option) {
-  if (text == "sample") return PartitionMode::Sample;
-  if (text == "shard") return PartitionMode::Shard;
-  throw UsageError(fmt::format("{}: unknown partition mode '{}' (use sample or shard)", option, text));
-}
-
 DistributedSampler::DistributedSampler(const SamplerOptions& options) : options_(options) {
   auto& o = options_;
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)

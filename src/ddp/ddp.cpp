@@ -25,9 +25,27 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+Communicator& host_only(Communicator& comm) {
+  if (comm.uses_device_memory())
+    throw std::invalid_argument(
+        fmt::format("DDP: the {} communicator cannot carry control messages; pass an MPI control communicator too",
+                    comm.backend_name()));
+  return comm;
+}
+
+}  // namespace
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Communicator& comm,
                                                  DdpOptions options)
-    : module_(std::move(module)), comm_(comm), options_(options) {
+    : DistributedDataParallel(std::move(module), host_only(comm), comm, options) {}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Communicator& control,
+                                                 Communicator& gradients, DdpOptions options)
+    : module_(std::move(module)), control_(host_only(control)), gradients_(gradients), options_(options) {
+  if (control_.size() != gradients_.size() || control_.rank() != gradients_.rank())
+    throw std::invalid_argument("DDP: the control and gradient communicators must span the same ranks");
   for (const auto& b : module_->buffers()) buffers_.push_back(b);
   verify_same_parameters();
   broadcast_state();
@@ -37,7 +55,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     names.push_back(item.key());
     parameters.push_back(item.value());
   }
-  reducer_ = std::make_unique<Reducer>(std::move(parameters), std::move(names), comm_, options_.reducer);
+  reducer_ = std::make_unique<Reducer>(std::move(parameters), std::move(names), gradients_, options_.reducer);
 }
 
 std::string DistributedDataParallel::parameter_signature() const {
@@ -56,19 +74,19 @@ std::string DistributedDataParallel::parameter_signature() const {
 void DistributedDataParallel::verify_same_parameters() {
   const std::string mine = parameter_signature();
   std::string reference = mine;
-  broadcast_string(comm_, reference, 0);
+  broadcast_string(control_, reference, 0);
   std::optional<Failure> failure;
   if (reference != mine) {
     const auto ref = split_lines(reference);
     const auto own = split_lines(mine);
     std::size_t i = 0;
     while (i < ref.size() && i < own.size() && ref[i] == own[i]) ++i;
-    failure =
-        Failure{fmt::format("model mismatch across ranks: rank 0 has '{}' where rank {} has '{}'",
-                            i < ref.size() ? ref[i] : "(nothing)", comm_.rank(), i < own.size() ? own[i] : "(nothing)"),
-                kExitUsage};
+    failure = Failure{
+        fmt::format("model mismatch across ranks: rank 0 has '{}' where rank {} has '{}'",
+                    i < ref.size() ? ref[i] : "(nothing)", control_.rank(), i < own.size() ? own[i] : "(nothing)"),
+        kExitUsage};
   }
-  agree_on_failure(comm_, failure);
+  agree_on_failure(control_, failure);
 }
 
 void DistributedDataParallel::broadcast_state() {
@@ -76,7 +94,7 @@ void DistributedDataParallel::broadcast_state() {
   torch::NoGradGuard no_grad;
   for (auto& p : module_->parameters()) {
     at::Tensor data = p.detach();
-    broadcast(comm_, data, 0);
+    broadcast(gradients_, data, 0);
   }
   broadcast_buffers();
 }
@@ -89,7 +107,7 @@ void DistributedDataParallel::broadcast_buffers() {
   std::vector<at::Tensor> flat;
   for (const auto& b : buffers_) flat.push_back(b.reshape({-1}).to(at::kDouble));
   flat_buffers_ = at::cat(flat);
-  broadcast(comm_, flat_buffers_, 0);
+  broadcast(gradients_, flat_buffers_, 0);
   std::int64_t offset = 0;
   for (auto& b : buffers_) {
     b.copy_(flat_buffers_.narrow(0, offset, b.numel()).view(b.sizes()));
@@ -98,13 +116,13 @@ void DistributedDataParallel::broadcast_buffers() {
 }
 
 at::Tensor DistributedDataParallel::scale_loss(const at::Tensor& loss) const {
-  if (!options_.reducer.loss_prescaled || comm_.size() == 1) return loss;
-  return loss * (1.0 / comm_.size());
+  if (!options_.reducer.loss_prescaled || gradients_.size() == 1) return loss;
+  return loss * (1.0 / gradients_.size());
 }
 
 void DistributedDataParallel::before_forward() {
   // No communication on no_sync micro-steps: they must issue no collective at all.
-  if (!options_.broadcast_buffers || comm_.size() == 1 || !reducer_->sync_enabled()) return;
+  if (!options_.broadcast_buffers || gradients_.size() == 1 || !reducer_->sync_enabled()) return;
   broadcast_buffers();
 }
 

@@ -69,13 +69,6 @@ std::unordered_set<const torch::autograd::Node*> reachable_nodes(const at::Tenso
 
 }  // namespace
 
-GradCompression parse_grad_compression(const std::string& name) {
-  if (name == "none") return GradCompression::None;
-  if (name == "bf16") return GradCompression::BF16;
-  if (name == "fp16") return GradCompression::FP16;
-  throw UsageError(fmt::format("--grad-compression: unknown value '{}' (choose from none, bf16, fp16)", name));
-}
-
 struct Reducer::Bucket {
   std::vector<std::size_t> members;
   at::Tensor flat;  // every member's gradient, in the wire dtype, on the communicator's side
@@ -257,9 +250,8 @@ void Reducer::launch(Bucket& bucket) {
     bucket.label = fmt::format("gradient bucket {} (first: {})", index, names_[bucket.members.front()]);
   }
   const CollectiveLabel label(bucket.label);
-  bucket.work = comm_.allreduce_async(
-      bucket.flat.data_ptr(), static_cast<std::size_t>(bucket.flat.numel()), to_comm_dtype(bucket.flat.scalar_type()),
-      bucket.prescaled || options_.loss_prescaled ? ReduceOp::Sum : ReduceOp::Avg, producer_stream);
+  bucket.work = allreduce_async(
+      comm_, bucket.flat, bucket.prescaled || options_.loss_prescaled ? ReduceOp::Sum : ReduceOp::Avg, producer_stream);
   if (step_active_) ++stats_.buckets_launched_in_backward;
 }
 
@@ -289,7 +281,9 @@ void Reducer::finalize() {
   const auto wait_start = Clock::now();
   void* consumer_stream = nullptr;
 #if MNDDP_HAVE_CUDA
-  if (params_.front().is_cuda()) consumer_stream = c10::cuda::getCurrentCUDAStream().stream();
+  // The parameters' device, named: the calling thread's current device need not be theirs.
+  if (params_.front().is_cuda())
+    consumer_stream = c10::cuda::getCurrentCUDAStream(params_.front().device().index()).stream();
 #endif
   for (auto& bucket : buckets_) bucket->work->wait(consumer_stream);
   const auto done = Clock::now();  // all buckets complete

@@ -77,27 +77,24 @@ class ConvNet final : public Classifier {
 
 }  // namespace
 
-const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"mlp", "convnet"};
-  return names;
-}
-
 std::shared_ptr<Classifier> make_model(const ModelSpec& spec) {
   if (spec.input_shape.empty() || product(spec.input_shape) <= 0)
-    throw UsageError(fmt::format("--model {}: samples have an empty shape", spec.name));
-  if (spec.name == "mlp") return std::make_shared<Mlp>(spec);
-  if (spec.name == "convnet") {
-    ModelSpec image = spec;
-    if (image.input_shape.size() == 2) image.input_shape.insert(image.input_shape.begin(), 1);
-    if (image.input_shape.size() != 3)
-      throw UsageError(
-          fmt::format("--model convnet needs image samples shaped [C, H, W] or [H, W], but the data has "
-                      "samples shaped [{}]; use --model mlp for flat features",
-                      fmt::join(spec.input_shape, ", ")));
-    return std::make_shared<ConvNet>(image);
+    throw UsageError(fmt::format("--model {}: samples have an empty shape", choice_name(spec.kind)));
+  switch (spec.kind) {
+    case ModelKind::Mlp:
+      return std::make_shared<Mlp>(spec);
+    case ModelKind::ConvNet: {
+      ModelSpec image = spec;
+      if (image.input_shape.size() == 2) image.input_shape.insert(image.input_shape.begin(), 1);
+      if (image.input_shape.size() != 3)
+        throw UsageError(
+            fmt::format("--model convnet needs image samples shaped [C, H, W] or [H, W], but the data has "
+                        "samples shaped [{}]; use --model mlp for flat features",
+                        fmt::join(spec.input_shape, ", ")));
+      return std::make_shared<ConvNet>(image);
+    }
   }
-  throw UsageError(
-      fmt::format("--model: unknown model '{}' (choose from {})", spec.name, fmt::join(model_names(), ", ")));
+  throw std::logic_error("make_model: unknown model kind");
 }
 
 std::int64_t parameter_count(const torch::nn::Module& module) {

@@ -37,13 +37,13 @@ torch::nn::Sequential make_mlp(at::Device device) {
   return net;
 }
 
-// Gradients of one synchronised step on `comm`, returned on the CPU.
-std::vector<at::Tensor> reduced_grads(Communicator& comm, at::Device device, int rank) {
+// Gradients of one synchronised step on `gradients` (control messages on `control`), on the CPU.
+std::vector<at::Tensor> reduced_grads(Communicator& control, Communicator& gradients, at::Device device, int rank) {
   auto net = make_mlp(device);
   DdpOptions options;
   options.reducer.limits.first_cap_bytes = 4096;
   options.reducer.limits.cap_bytes = 65536;
-  DistributedDataParallel ddp(net.ptr(), comm, options);
+  DistributedDataParallel ddp(net.ptr(), control, gradients, options);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(50 + rank);
   at::Tensor x = at::randn({32, 64}, gen).to(device);
   at::Tensor loss = net->forward(x).pow(2).mean();
@@ -79,7 +79,7 @@ TEST(Nccl, ReducerOnCudaTensorsMatchesLocalGradients) {
   MpiComm self(MPI_COMM_SELF);
   NcclComm nccl(self, my_gpu().index(), 60.0);
   // World of one: the average is the local gradient, computed here without DDP.
-  auto reduced = reduced_grads(nccl, my_gpu(), 0);
+  auto reduced = reduced_grads(self, nccl, my_gpu(), 0);
   auto net = make_mlp(my_gpu());
   auto gen = at::make_generator<at::CPUGeneratorImpl>(50);
   net->forward(at::randn({32, 64}, gen).to(my_gpu())).pow(2).mean().backward();
@@ -92,8 +92,8 @@ TEST(Nccl, ReducerOnCudaTensorsMatchesLocalGradients) {
 TEST(MpiStaged, ReducerOnCudaTensorsAcrossRanksMatchesCpu) {
   MNDDP_REQUIRE_GPU();
   MpiComm world;
-  const auto on_gpu = reduced_grads(world, my_gpu(), world.rank());
-  const auto on_cpu = reduced_grads(world, at::Device(at::kCPU), world.rank());
+  const auto on_gpu = reduced_grads(world, world, my_gpu(), world.rank());
+  const auto on_cpu = reduced_grads(world, world, at::Device(at::kCPU), world.rank());
   for (std::size_t i = 0; i < on_gpu.size(); ++i)
     EXPECT_TRUE(at::allclose(on_gpu[i], on_cpu[i], 1e-4, 1e-6)) << "parameter " << i;
 }

@@ -41,14 +41,14 @@ TrainingConfig small_run(const std::string& data, const std::string& model, cons
   TrainingConfig c;
   c.train_data = data + "/train_*.h5";
   c.val_data = data + "/val_*.h5";
-  c.model = model;
+  c.model = parse_choice_or_throw<ModelKind>(model, "--model");
   c.hidden = 16;
   c.layers = 2;
   c.num_classes = 4;
-  c.optimizer = optimizer;
-  c.lr = optimizer == "sgd" ? 0.05 : 0.002;
+  c.optimizer = parse_choice_or_throw<OptimizerKind>(optimizer, "--optimizer");
+  c.lr = c.optimizer == OptimizerKind::Sgd ? 0.05 : 0.002;
   c.weight_decay = 0.01;
-  c.lr_schedule = "cosine";
+  c.lr_schedule = LrSchedule::Cosine;
   c.warmup_steps = 3;
   c.max_steps = 12;
   c.epochs = 1;

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "mnddp/data/shard_index.hpp"
 #include "mnddp/h5/h5_handle.hpp"
+#include "test_support.hpp"
 
 namespace mnddp::testing_support {
 
@@ -85,6 +87,15 @@ inline void write_shard(const std::string& path, const ShardSpec& spec) {
   write_dataset(file.get(), spec.x_name, spec.x_type, x_dims, H5T_NATIVE_DOUBLE, x.data(), spec.gzip_chunks);
   write_dataset(file.get(), spec.y_name, spec.y_type, {static_cast<hsize_t>(y_count)}, H5T_NATIVE_INT64, y.data(),
                 false);
+}
+
+// Writes shards `a` and `b` as DIR/NAME_A and DIR/NAME_B and scans them (two files are the smallest
+// case with a file boundary). Set b.first = a.first + a.count for consecutive global indices.
+inline ShardIndex two_shards(const TempDir& dir, const ShardSpec& a, const ShardSpec& b,
+                             const std::string& name_a = "a.h5", const std::string& name_b = "b.h5") {
+  write_shard(dir.file(name_a), a);
+  write_shard(dir.file(name_b), b);
+  return scan_shards({dir.file(name_a), dir.file(name_b)}, "x", "y");
 }
 
 inline H5Handle copy_of(hid_t predefined) { return H5Handle(H5Tcopy(predefined)); }

@@ -17,13 +17,7 @@ namespace {
 
 // The message of the UsageError that parsing `args` throws ("" if it does not throw).
 std::string usage_error_of(const std::vector<std::string>& args, const Environment& env = {}) {
-  try {
-    parse_command_line(args, env);
-  } catch (const UsageError& e) {
-    EXPECT_EQ(e.exit_code(), 2);
-    return e.what();
-  }
-  return "";
+  return mnddp::testing_support::usage_error_or_empty([&] { parse_command_line(args, env); });
 }
 
 std::string write_file(const mnddp::testing_support::TempDir& dir, const std::string& name, const std::string& text) {
@@ -38,7 +32,7 @@ TEST(Config, DefaultsWithoutAnyInput) {
   const auto parsed = parse_command_line({}, {});
   EXPECT_EQ(parsed.config, TrainingConfig{});
   EXPECT_EQ(parsed.config.batch_size, 64);
-  EXPECT_EQ(parsed.config.optimizer, "sgd");
+  EXPECT_EQ(parsed.config.optimizer, mnddp::OptimizerKind::Sgd);
   EXPECT_FALSE(parsed.help);
 }
 
@@ -54,11 +48,11 @@ TEST(Config, CommandLineWinsOverEnvironmentWhichWinsOverFile) {
   const auto ini = write_file(dir, "run.ini", "lr = 0.3\nbatch-size = 16\nmodel = convnet\nepochs = 7\n");
   const Environment env = {{"MNDDP_LR", "0.2"}, {"MNDDP_BATCH_SIZE", "32"}, {"MNDDP_UNRELATED", "x"}};
   const auto parsed = parse_command_line({"--config", ini, "--lr", "0.1"}, env);
-  EXPECT_DOUBLE_EQ(parsed.config.lr, 0.1);    // CLI
-  EXPECT_EQ(parsed.config.batch_size, 32);    // env over file
-  EXPECT_EQ(parsed.config.model, "convnet");  // file over default
-  EXPECT_EQ(parsed.config.epochs, 7);         // file
-  EXPECT_EQ(parsed.config.optimizer, "sgd");  // default
+  EXPECT_DOUBLE_EQ(parsed.config.lr, 0.1);                        // CLI
+  EXPECT_EQ(parsed.config.batch_size, 32);                        // env over file
+  EXPECT_EQ(parsed.config.model, mnddp::ModelKind::ConvNet);      // file over default
+  EXPECT_EQ(parsed.config.epochs, 7);                             // file
+  EXPECT_EQ(parsed.config.optimizer, mnddp::OptimizerKind::Sgd);  // default
   EXPECT_EQ(parsed.config_file, ini);
 }
 
@@ -150,7 +144,11 @@ TEST(Config, PrintConfigRoundTrips) {
   changed.val_data = "";
   changed.lr = 0.1 + 0.2;  // not exactly representable: the text must carry every digit
   changed.weight_decay = 1e-5;
-  changed.model = "convnet";
+  changed.model = mnddp::ModelKind::ConvNet;
+  changed.amp = mnddp::Amp::BF16;
+  changed.resume = mnddp::parse_resume_from("/ckpt/step-00000010.h5");
+  changed.preempt_signals = {SIGUSR1, SIGXCPU};
+  changed.inject_fault = mnddp::parse_fault_plan("slow@3:1");
   changed.shuffle = false;
   changed.seed = 1234567890123;
   changed.collective_timeout = 12.5;

@@ -26,19 +26,9 @@ using testing_support::copy_of;
 using testing_support::float16_type;
 using testing_support::ShardSpec;
 using testing_support::TempDir;
+using testing_support::usage_error_of;
 using testing_support::value_of;
 using testing_support::write_shard;
-
-template <typename F>
-std::string usage_error_of(F&& run) {
-  try {
-    run();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError thrown";
-  return {};
-}
 
 // --- label ranges ------------------------------------------------------------------------------
 
@@ -124,15 +114,13 @@ ShardIndex nonfinite_shards(const TempDir& dir, double value) {
   a.nonfinite_sample = 2;
   a.nonfinite_value = value;
   a.x_type = H5T_IEEE_F64BE;  // the check happens after conversion, whatever the stored float type
-  write_shard(dir.file("a.h5"), a);
   ShardSpec b;
   b.first = 6;
   b.count = 6;
   b.nonfinite_sample = 9;
   b.nonfinite_value = value;
   b.x_type = H5T_IEEE_F64BE;
-  write_shard(dir.file("b.h5"), b);
-  return scan_shards({dir.file("a.h5"), dir.file("b.h5")}, "x", "y");
+  return testing_support::two_shards(dir, a, b);
 }
 
 TEST(NonFinite, ErrorPolicyNamesFileDatasetSampleAndOption) {
@@ -180,8 +168,8 @@ TEST(NonFinite, IgnorePolicyIsSilentAndIntegerInputsAreNeverChecked) {
   reader.read({&bad, 1}, x.data(), nullptr);  // labels may be skipped
   EXPECT_TRUE(std::isnan(x[1]));
   EXPECT_TRUE(log.lines().empty());
-  EXPECT_THROW(parse_nonfinite_policy("skip", "--nonfinite-inputs"), UsageError);
-  EXPECT_EQ(parse_nonfinite_policy("warn", "--nonfinite-inputs"), NonfinitePolicy::Warn);
+  EXPECT_THROW(parse_choice_or_throw<NonfinitePolicy>("skip", "--nonfinite-inputs"), UsageError);
+  EXPECT_EQ(parse_choice_or_throw<NonfinitePolicy>("warn", "--nonfinite-inputs"), NonfinitePolicy::Warn);
 }
 
 // --- corrupt and wrongly shaped files ------------------------------------------------------------

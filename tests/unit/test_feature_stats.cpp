@@ -21,31 +21,19 @@ namespace {
 
 using testing_support::ShardSpec;
 using testing_support::TempDir;
+using testing_support::usage_error_of;
 using testing_support::value_of;
 using testing_support::write_shard;
-
-template <typename F>
-std::string usage_error_of(F&& run) {
-  try {
-    run();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError thrown";
-  return {};
-}
 
 // Two shards whose values sit on a large offset, where a naive sum-of-squares loses every digit.
 ShardIndex offset_shards(const TempDir& dir) {
   ShardSpec a;
   a.count = 37;
   a.x_type = H5T_IEEE_F64LE;
-  write_shard(dir.file("a.h5"), a);
   ShardSpec b = a;
   b.first = 37;
   b.count = 26;
-  write_shard(dir.file("b.h5"), b);
-  return scan_shards({dir.file("a.h5"), dir.file("b.h5")}, "x", "y");
+  return testing_support::two_shards(dir, a, b);
 }
 
 TEST(FeatureStats, BlockwiseMomentsMatchADirectTwoPassComputation) {

@@ -28,12 +28,10 @@ using testing_support::write_shard;
 ShardIndex two_shards(const TempDir& dir) {
   ShardSpec first;
   first.count = 7;
-  write_shard(dir.file("l0.h5"), first);
   ShardSpec second;
   second.first = 7;
   second.count = 6;
-  write_shard(dir.file("l1.h5"), second);
-  return scan_shards({dir.file("l0.h5"), dir.file("l1.h5")}, "x", "y");
+  return testing_support::two_shards(dir, first, second, "l0.h5", "l1.h5");
 }
 
 TEST(Loader, DeliversEveryBatchInOrderWithAShortLastBatch) {

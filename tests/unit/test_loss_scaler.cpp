@@ -4,7 +4,7 @@
 
 #include <limits>
 
-#include "mnddp/train/loss_scaler.hpp"
+#include "mnddp/amp/loss_scaler.hpp"
 
 using mnddp::LossScaler;
 using mnddp::LossScalerOptions;

@@ -9,9 +9,12 @@
 
 #include "mnddp/data/sampler.hpp"
 #include "mnddp/error.hpp"
+#include "test_support.hpp"
 
 namespace mnddp {
 namespace {
+
+using testing_support::usage_error_of;
 
 SamplerOptions make_options(std::int64_t n, int world, int rank, std::int64_t batch, bool drop_last,
                             bool shuffle = true, std::uint64_t seed = 42) {
@@ -124,18 +127,6 @@ TEST(Sampler, NRanksTimesBatchMatchOneRankWithTheWholeGlobalBatch) {
         for (std::int64_t k = 0; k < batch; ++k)
           EXPECT_EQ(slices[r][b * batch + k], single[(b * world + r) * batch + k]) << "step " << b << " rank " << r;
   }
-}
-
-template <typename F>
-std::string usage_error_of(F&& make) {
-  try {
-    make();
-  } catch (const UsageError& e) {
-    EXPECT_EQ(e.exit_code(), kExitUsage);
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError thrown";
-  return {};
 }
 
 TEST(Sampler, RejectsBadBatchSizeWithTheOptionName) {

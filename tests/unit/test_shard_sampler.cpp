@@ -9,9 +9,12 @@
 
 #include "mnddp/data/sampler.hpp"
 #include "mnddp/error.hpp"
+#include "test_support.hpp"
 
 namespace mnddp {
 namespace {
+
+using testing_support::usage_error_of;
 
 SamplerOptions shard_options(std::vector<std::int64_t> sizes, int world, int rank, std::int64_t batch,
                              std::int64_t buffer = 16, bool drop_last = true, bool shuffle = true) {
@@ -37,17 +40,6 @@ std::vector<std::pair<std::int64_t, std::int64_t>> shard_ranges(const std::vecto
     first += size;
   }
   return ranges;
-}
-
-template <typename F>
-std::string usage_error_of(F&& make) {
-  try {
-    make();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError thrown";
-  return {};
 }
 
 TEST(ShardSampler, GreedyBalancingByHand) {
@@ -168,9 +160,9 @@ TEST(ShardSampler, TooFewShardsOrTooLittleDataNameBothPartitionModes) {
   EXPECT_NE(message.find("gets 10 samples"), std::string::npos) << message;
   EXPECT_NE(message.find("--batch-size 16"), std::string::npos) << message;
   EXPECT_NE(message.find("--partition sample"), std::string::npos) << message;
-  EXPECT_THROW(parse_partition_mode("files", "--partition"), UsageError);
-  EXPECT_EQ(parse_partition_mode("shard", "--partition"), PartitionMode::Shard);
-  EXPECT_STREQ(partition_mode_name(PartitionMode::Sample), "sample");
+  EXPECT_THROW(parse_choice_or_throw<PartitionMode>("files", "--partition"), UsageError);
+  EXPECT_EQ(parse_choice_or_throw<PartitionMode>("shard", "--partition"), PartitionMode::Shard);
+  EXPECT_EQ(choice_name(PartitionMode::Sample), "sample");
 }
 
 // --- mid-epoch resume --------------------------------------------------------------------------
@@ -192,7 +184,7 @@ TEST(SamplerResume, RestoreContinuesTheSameOrderInBothModes) {
       const DistributedSampler after(options);
       const auto rest = after.epoch_indices_from(SamplerPosition{5, consumed});
       EXPECT_EQ(rest, std::vector<std::int64_t>(full.begin() + consumed * options.batch_size, full.end()))
-          << partition_mode_name(options.mode) << " after " << consumed << " batches";
+          << choice_name(options.mode) << " after " << consumed << " batches";
     }
     const auto message = usage_error_of([&] { before.epoch_indices_from(5, batches + 1); });
     EXPECT_NE(message.find(std::to_string(batches + 1)), std::string::npos) << message;

@@ -1,8 +1,9 @@
 // Checkpoint commits on a thread of their own (--checkpoint-async): the trainer copies the state to
 // host memory at a step boundary and goes on training while this thread writes, commits and
-// prunes, with a communicator of its own (so its collectives never interleave with training's) and
-// the same atomic-commit rules as a synchronous save (CheckpointManager). One commit at a time:
-// starting the next one, a preemption stop and the end of training wait for the one in flight.
+// prunes through the run's one CheckpointManager, with a communicator of its own (so its
+// collectives never interleave with training's) and the same atomic-commit rules as a synchronous
+// save. One commit at a time: starting the next one, a preemption stop and the end of training wait
+// for the one in flight.
 #pragma once
 
 #include <mpi.h>
@@ -21,8 +22,8 @@ namespace mnddp {
 
 class AsyncCheckpointer {
  public:
-  // Collective over `parent` (duplicates it).
-  AsyncCheckpointer(const std::string& directory, int keep_last, MPI_Comm parent);
+  // Collective over `parent` (duplicates it). `manager` must outlive this object.
+  AsyncCheckpointer(CheckpointManager& manager, MPI_Comm parent);
   ~AsyncCheckpointer();  // joins a commit still in flight; its failure, if any, is lost
   AsyncCheckpointer(const AsyncCheckpointer&) = delete;
   AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
@@ -39,8 +40,8 @@ class AsyncCheckpointer {
   bool busy() const { return thread_.joinable(); }
 
  private:
+  CheckpointManager& manager_;
   MpiComm comm_;
-  CheckpointManager manager_;
   std::thread thread_;
   std::exception_ptr failure_;
 };

@@ -2,9 +2,9 @@
 // agree that every rank succeeded, rename, fsync the directory, then replace `latest` by
 // write-and-rename), keeps the newest keep_last, removes stale *.tmp at start, and picks the
 // checkpoint to resume from, verifying checksums and falling back to an older one if needed.
+// It holds the directory and its rules, not a communicator: each collective call names the one it
+// runs on, so one manager serves training's communicator and the asynchronous writer's alike.
 #pragma once
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <functional>
@@ -12,27 +12,29 @@
 #include <vector>
 
 #include "mnddp/ckpt/checkpoint_file.hpp"
-#include "mnddp/comm/communicator.hpp"
+#include "mnddp/ckpt/resume_from.hpp"
+#include "mnddp/comm/mpi_comm.hpp"
 
 namespace mnddp {
 
 class CheckpointManager {
  public:
-  // Collective. Root creates the directory and removes stale *.tmp files from crashed writes.
-  CheckpointManager(std::string directory, int keep_last, Communicator& comm, MPI_Comm mpi_comm);
+  // Collective over `comm`. Root creates the directory and removes stale *.tmp files from crashed
+  // writes.
+  CheckpointManager(std::string directory, int keep_last, Communicator& comm);
 
-  // Collective. `write` fills the file (every rank calls it with the same state). Returns the
-  // committed path. Throws (on every rank) if any rank failed; the previous checkpoints and
-  // `latest` are untouched then.
+  // Collective over `comm`, whose MPI communicator opens the parallel-HDF5 file. `write` fills the
+  // file (every rank calls it with the same state). Returns the committed path. Throws (on every
+  // rank) if any rank failed; the previous checkpoints and `latest` are untouched then.
   // `expected_bytes` (the arrays' size) is checked against the free space first, so a full disk is
   // found before any rank starts writing, not by one rank in the middle of a collective write.
   std::string save(std::int64_t step, std::uint64_t expected_bytes,
-                   const std::function<void(ParallelCheckpointWriter&)>& write);
+                   const std::function<void(ParallelCheckpointWriter&)>& write, MpiComm& comm);
 
   // Collective. For --resume: "none" gives ""; "auto" the newest checkpoint in `directory` that
   // verifies (warning about each one skipped), or "" if there is none (or no directory); a path must
   // verify or it is an error.
-  static std::string resolve_resume(Communicator& comm, const std::string& directory, const std::string& resume);
+  static std::string resolve_resume(Communicator& comm, const std::string& directory, const ResumeFrom& resume);
 
   const std::string& directory() const { return directory_; }
   // Committed checkpoints, oldest first (root's view of the directory).
@@ -43,8 +45,6 @@ class CheckpointManager {
  private:
   std::string directory_;
   int keep_last_;
-  Communicator& comm_;
-  MPI_Comm mpi_comm_;
 };
 
 }  // namespace mnddp

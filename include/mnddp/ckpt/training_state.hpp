@@ -12,9 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "mnddp/amp/loss_scaler.hpp"
+#include "mnddp/choices.hpp"
 #include "mnddp/ckpt/checkpoint_file.hpp"
 #include "mnddp/comm/communicator.hpp"
-#include "mnddp/train/loss_scaler.hpp"
 
 namespace mnddp {
 
@@ -34,7 +35,7 @@ struct TrainingPosition {
 struct TrainingStateRefs {
   torch::nn::Module& model;
   torch::optim::Optimizer& optimizer;
-  const std::string& optimizer_kind;  // sgd | adamw
+  OptimizerKind optimizer_kind;
   LossScaler& scaler;
   c10::Device device;
   std::vector<std::int64_t> sample_shape;  // stored so readers can rebuild the model (load_checkpoint.py)

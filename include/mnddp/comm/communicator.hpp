@@ -9,14 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "mnddp/comm/dtype.hpp"
+
 namespace mnddp {
-
-enum class DType { F32, F64, F16, BF16, I32, I64, U8 };
-enum class ReduceOp { Sum, Avg, Max, Min };
-
-std::size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);
-const char* reduce_op_name(ReduceOp op);
 
 // A collective in flight. Completion is observed with wait(); an error inside the collective is
 // rethrown there.

@@ -12,6 +12,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/communicator.hpp"
@@ -42,8 +44,12 @@ class NcclComm final : public Communicator {
 
   // ncclCommAbort: for the abort path (Runtime::abort_all); safe to call once from any thread.
   void abort();
-  // Throws LibraryError if NCCL has reported an asynchronous error on this communicator.
+  // Throws LibraryError if NCCL has reported an asynchronous error on this communicator (Error
+  // once it was aborted).
   void check_async_error();
+  // The same as a message, for the watchdog's health check (comm/backend.cpp registers it);
+  // nothing once aborted.
+  std::optional<std::string> async_error();
 
   struct Handles;  // NCCL and CUDA handles (kept out of this header)
 
@@ -58,7 +64,6 @@ class NcclComm final : public Communicator {
   std::atomic<std::uint64_t> collectives_{0};
   std::atomic<bool> aborted_{false};
   CollectiveTracker tracker_{"nccl"};
-  int health_check_ = 0;  // Watchdog health check: NCCL's asynchronous errors
 };
 
 }  // namespace mnddp

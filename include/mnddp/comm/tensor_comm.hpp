@@ -1,5 +1,7 @@
-// Thin adapters from torch tensors to the Communicator's typed buffers. CPU tensors go straight
-// through; CUDA tensors on a host-only backend (MPI) are staged through host memory.
+// Thin adapters from torch tensors to the Communicator's typed buffers: the only way tensors reach a
+// communicator. A device communicator (NCCL) gets the CUDA tensor's own pointer and refuses a host
+// tensor (a host pointer handed to NCCL is undefined behaviour); a host communicator (MPI) gets CPU
+// tensors directly and CUDA tensors staged through host memory.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -14,5 +16,13 @@ c10::ScalarType to_scalar_type(DType dtype);  // the inverse (U8 -> uint8)
 // In place; `tensor` must be contiguous.
 void allreduce(Communicator& comm, at::Tensor& tensor, ReduceOp op);
 void broadcast(Communicator& comm, at::Tensor& tensor, int root);
+// Starts an in-place all-reduce of `tensor`, which must live in the communicator's memory (CPU for a
+// host communicator, CUDA for a device one): nothing can be staged while it is in flight.
+std::shared_ptr<CommWork> allreduce_async(Communicator& comm, at::Tensor& tensor, ReduceOp op,
+                                          void* producer_stream = nullptr);
+
+// Marks the calls made by these adapters, so that a test can tell tensor traffic from raw (control)
+// messages on a communicator (tests/mpi/test_control_plane.cpp).
+bool inside_tensor_call();
 
 }  // namespace mnddp

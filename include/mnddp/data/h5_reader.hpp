@@ -8,18 +8,14 @@
 #include <span>
 #include <string>
 
+#include "mnddp/choices.hpp"
 #include "mnddp/data/shard_index.hpp"
 
 namespace mnddp {
 
-// What a NaN or infinity in a float input does. Error: UsageError naming file, dataset and sample.
-// Warn: one spdlog warning per file, values pass through. Ignore: values pass through silently.
-enum class NonfinitePolicy { Error, Warn, Ignore };
-const char* nonfinite_policy_name(NonfinitePolicy policy);  // "error", "warn", "ignore"
-// Throws UsageError naming `option` and the value when it is not one of the names above.
-NonfinitePolicy parse_nonfinite_policy(const std::string& text, const std::string& option);
-
 struct H5ReaderOptions {
+  // What a NaN or infinity in a float input does. Error: UsageError naming file, dataset and sample.
+  // Warn: one spdlog warning per file, values pass through. Ignore: values pass through silently.
   NonfinitePolicy nonfinite = NonfinitePolicy::Error;
   // Samples per read() call, when known: the chunk cache of compressed datasets then holds every
   // chunk one batch of consecutive samples touches, so sequential reads decode each chunk once.

@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
-namespace mnddp {
+#include "mnddp/choices.hpp"
 
-enum class PartitionMode { Sample, Shard };
-const char* partition_mode_name(PartitionMode mode);  // "sample", "shard"
-// Throws UsageError naming `option` and the value when it is neither "sample" nor "shard".
-PartitionMode parse_partition_mode(const std::string& text, const std::string& option);
+namespace mnddp {
 
 struct SamplerOptions {
   std::int64_t num_samples = 0;  // shard mode: 0 means the sum of shard_sizes

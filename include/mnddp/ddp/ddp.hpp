@@ -2,6 +2,9 @@
 // every rank built the same parameters (names, shapes, dtypes) and broadcasts rank 0's parameters
 // and buffers. Each synchronised step, the Reducer all-reduces gradients in buckets while backward
 // runs; no_sync() turns micro-steps of gradient accumulation into local-only backward passes.
+// Two communicators: `control` (MPI) carries the signature check and the agreement on it; `gradients`
+// (NCCL on GPUs, else the same MPI communicator) carries tensors only, in the memory it declares:
+// the parameter and buffer broadcasts and the gradient buckets.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -23,6 +26,10 @@ struct DdpOptions {
 
 class DistributedDataParallel {
  public:
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Communicator& control, Communicator& gradients,
+                          DdpOptions options = {});
+  // One host (MPI) communicator for both planes. Throws std::invalid_argument for a device
+  // communicator, which cannot carry control messages.
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Communicator& comm, DdpOptions options = {});
 
   torch::nn::Module& module() { return *module_; }
@@ -66,7 +73,8 @@ class DistributedDataParallel {
   void broadcast_buffers();
 
   std::shared_ptr<torch::nn::Module> module_;
-  Communicator& comm_;
+  Communicator& control_;
+  Communicator& gradients_;
   DdpOptions options_;
   std::vector<at::Tensor> buffers_;
   at::Tensor flat_buffers_;  // reused staging for the coalesced buffer broadcast

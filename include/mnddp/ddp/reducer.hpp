@@ -15,13 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "mnddp/choices.hpp"
 #include "mnddp/comm/communicator.hpp"
 #include "mnddp/ddp/bucketing.hpp"
 
 namespace mnddp {
-
-enum class GradCompression { None, BF16, FP16 };
-GradCompression parse_grad_compression(const std::string& name);  // none | bf16 | fp16
 
 struct ReducerOptions {
   BucketLimits limits;

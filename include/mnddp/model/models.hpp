@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "mnddp/choices.hpp"
+
 namespace mnddp {
 
 class Classifier : public torch::nn::Module {
@@ -17,7 +19,7 @@ class Classifier : public torch::nn::Module {
 };
 
 struct ModelSpec {
-  std::string name = "mlp";               // mlp | convnet
+  ModelKind kind = ModelKind::Mlp;
   std::vector<std::int64_t> input_shape;  // one sample's shape
   int num_classes = 10;
   int hidden = 256;  // MLP width / ConvNet base channels
@@ -25,8 +27,6 @@ struct ModelSpec {
   double dropout = 0.0;
   bool batch_norm = true;  // ConvNet only
 };
-
-const std::vector<std::string>& model_names();
 
 // Throws UsageError for an unknown name or an input shape the model cannot take.
 std::shared_ptr<Classifier> make_model(const ModelSpec& spec);

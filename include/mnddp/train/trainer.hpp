@@ -1,10 +1,12 @@
-// Trainer: the training loop. Composes data (shards, sampler, loader), the model, DDP and metrics;
-// none of them knows about the Trainer.
+// Trainer: the training loop, in layers: run() → train_epoch() → train_step() → forward_backward().
+// It composes data, model, DDP, checkpointing and logging (built by training_setup.cpp); none of them
+// knows about the Trainer.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,9 +29,18 @@ struct TrainResult {
   bool stopped_early = false;  // stopped by --steps-per-run, after a checkpoint
 };
 
+struct TrainingRun;
+struct DeviceBatch;
+class Loader;
+
+// For tests: wraps the gradient communicator a run builds (tests/mpi/test_control_plane.cpp records
+// what reaches it).
+using GradientCommWrapper = std::function<std::shared_ptr<Communicator>(std::shared_ptr<Communicator>)>;
+
 class Trainer {
  public:
-  Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& comm);
+  // Collective over `control` (the MPI communicator of the run): builds everything and resumes.
+  Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& control, GradientCommWrapper wrap = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -42,8 +53,22 @@ class Trainer {
   std::string backend() const;             // what carries gradients: "mpi" or "nccl"
 
  private:
-  struct State;
-  std::unique_ptr<State> state_;
+  // How an epoch ended: `stop` when this invocation ends after it (checkpointed).
+  struct EpochEnd {
+    bool stop = false;
+    bool preempted = false;
+  };
+  EpochEnd train_epoch(std::int64_t epoch, std::int64_t& step, TrainResult& result);
+  // Optimizer step `step` (from 1) at learning rate `lr`: grad_accum_steps micro-batches, then the
+  // update. Returns the step's loss (this rank's, the mean over its micro-batches).
+  double train_step(Loader& loader, std::int64_t step, double lr);
+  // One micro-batch's forward and backward; its loss (unscaled, this rank's).
+  double forward_backward(const DeviceBatch& batch, std::int64_t step, bool synchronise);
+  void apply_gradients(std::int64_t step, double step_loss);
+  void evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result);
+  void log_resources(std::int64_t step);
+
+  std::unique_ptr<TrainingRun> run_;
 };
 
 }  // namespace mnddp

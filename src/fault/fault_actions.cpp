@@ -1,60 +1,18 @@
-// Parsing of --inject-fault specs.
-#include "mnddp/fault_injection.hpp"
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <hdf5.h>
+// The injected faults' actions: announcement, a full file system, a corrupt checkpoint.
+#include "mnddp/fault/fault_actions.hpp"
 
 #include <fcntl.h>
+#include <hdf5.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <regex>
 
-#include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
 
 namespace mnddp {
-
-const std::vector<std::string>& fault_kinds() {
-  static const std::vector<std::string> kinds = {"crash",
-                                                 "hang",
-                                                 "slow",
-                                                 "loader-exception",
-                                                 "nan-loss",
-                                                 "desync",
-                                                 "checkpoint-kill",
-                                                 "checkpoint-fail",
-                                                 "checkpoint-fill",
-                                                 "checkpoint-corrupt"};
-  return kinds;
-}
-
-std::string FaultPlan::spec() const {
-  return rank < 0 ? fmt::format("{}@{}", kind, step) : fmt::format("{}@{}:{}", kind, step, rank);
-}
-
-FaultPlan parse_fault_plan(const std::string& spec) {
-  if (spec.empty()) return {};
-  static const std::regex kForm(R"(([a-z-]+)@([0-9]+)(:([0-9]+))?)");
-  std::smatch match;
-  if (!std::regex_match(spec, match, kForm))
-    throw UsageError(fmt::format("--inject-fault: '{}' is not KIND@STEP[:RANK] (e.g. crash@20:1)", spec));
-  FaultPlan plan;
-  plan.kind = match[1];
-  plan.step = std::stoll(match[2]);
-  if (match[4].matched) plan.rank = std::stoi(match[4]);
-  const auto& kinds = fault_kinds();
-  if (std::find(kinds.begin(), kinds.end(), plan.kind) == kinds.end())
-    throw UsageError(
-        fmt::format("--inject-fault: unknown fault '{}' (choose from {})", plan.kind, fmt::join(kinds, ", ")));
-  return plan;
-}
 
 void announce_fault(const FaultPlan& plan, const std::string& where, const std::string& what) {
   std::fprintf(stderr, "[%s] mnddp: injected fault %s: %s\n", where.c_str(), plan.spec().c_str(), what.c_str());

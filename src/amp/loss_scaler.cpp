@@ -1,5 +1,5 @@
 // Dynamic loss scaling on ATen's fused AMP kernels (the ones torch's GradScaler uses).
-#include "mnddp/train/loss_scaler.hpp"
+#include "mnddp/amp/loss_scaler.hpp"
 
 #include <ATen/ATen.h>
 

@@ -1,7 +1,7 @@
 // --inject-fault: a testing aid that makes a run fail in a chosen way at a chosen step, so the tests
 // can show that every failure ends the job quickly, explains itself and loses nothing.
 // Format: KIND@STEP[:RANK] (RANK: the rank that fails; default every rank). STEP counts optimizer
-// steps from 1. Kinds (docs/ERRORS.md, "Fault injection"):
+// steps from 1. Kinds (docs/FAULT_TOLERANCE.md):
 //   crash               the rank kills itself (SIGKILL) at the start of step STEP
 //   hang                the rank stops before step STEP's collectives and never continues
 //   slow                the rank sleeps 0.5 s in every step from STEP on (slow is not hung)
@@ -14,40 +14,64 @@
 //   checkpoint-fill     the checkpoint file system filled (a file 'injected-fill' in the checkpoint
 //                       directory) after the free-space check of step STEP: the write hits ENOSPC
 //   checkpoint-corrupt  the checkpoint of step STEP is committed, then one byte of it is flipped
+// The plan is parsed once, with the config; where each kind strikes is train/fault_hooks.hpp.
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <vector>
+
+#include "mnddp/choices.hpp"
 
 namespace mnddp {
 
+enum class FaultKind {
+  None,
+  Crash,
+  Hang,
+  Slow,
+  LoaderException,
+  NanLoss,
+  Desync,
+  CheckpointKill,
+  CheckpointFail,
+  CheckpointFill,
+  CheckpointCorrupt
+};
+
+// The kinds --inject-fault accepts (None has no name: it is the empty option).
+template <>
+struct ChoiceNames<FaultKind> {
+  static constexpr std::array table{named(FaultKind::Crash, "crash"),
+                                    named(FaultKind::Hang, "hang"),
+                                    named(FaultKind::Slow, "slow"),
+                                    named(FaultKind::LoaderException, "loader-exception"),
+                                    named(FaultKind::NanLoss, "nan-loss"),
+                                    named(FaultKind::Desync, "desync"),
+                                    named(FaultKind::CheckpointKill, "checkpoint-kill"),
+                                    named(FaultKind::CheckpointFail, "checkpoint-fail"),
+                                    named(FaultKind::CheckpointFill, "checkpoint-fill"),
+                                    named(FaultKind::CheckpointCorrupt, "checkpoint-corrupt")};
+};
+
 struct FaultPlan {
-  std::string kind;  // empty: no fault
+  FaultKind kind = FaultKind::None;
   std::int64_t step = -1;
   int rank = -1;  // -1: every rank
-  bool active() const { return !kind.empty(); }
-  bool hits(const std::string& what, std::int64_t at_step, int my_rank) const {
+  bool active() const { return kind != FaultKind::None; }
+  // This kind, at exactly this step, on this rank.
+  bool hits(FaultKind what, std::int64_t at_step, int my_rank) const {
     return kind == what && step == at_step && (rank < 0 || rank == my_rank);
   }
   // From STEP on (for faults that persist, like slow).
-  bool hits_from(const std::string& what, std::int64_t at_step, int my_rank) const {
+  bool hits_from(FaultKind what, std::int64_t at_step, int my_rank) const {
     return kind == what && at_step >= step && (rank < 0 || rank == my_rank);
   }
-  std::string spec() const;  // "hang@5:1"
+  std::string spec() const;  // "hang@5:1"; "" when inactive
+  bool operator==(const FaultPlan&) const = default;
 };
 
-const std::vector<std::string>& fault_kinds();
-
-// Throws UsageError naming --inject-fault for an unknown kind or a malformed spec.
+// "" gives the inactive plan. Throws UsageError naming --inject-fault for an unknown kind or a
+// malformed spec.
 FaultPlan parse_fault_plan(const std::string& spec);
 
-// Prints "[rank R@host] mnddp: injected fault SPEC: WHAT" to stderr at once (the tests look for it).
-void announce_fault(const FaultPlan& plan, const std::string& where, const std::string& what);
-
-// checkpoint-fill: allocates nearly all free space of `directory`'s file system to `directory`/injected-fill.
-void fill_file_system(const std::string& directory);
-
-// checkpoint-corrupt: flips one byte in the data of the largest array of the checkpoint at `path`.
-void corrupt_checkpoint(const std::string& path);
 }  // namespace mnddp

@@ -1,0 +1,56 @@
+// When to checkpoint and when to stop, decided from plain numbers so it can be tested without MPI:
+// every --checkpoint-interval steps, every --checkpoint-minutes, when a preemption signal arrived on
+// any rank (then stop), when this invocation's --steps-per-run are done (then stop), and at the end
+// of training unless this step was just saved. The Checkpointer (train/checkpointer.hpp) feeds it
+// the rank-wide flags it agreed on and does the saving.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace mnddp {
+
+struct CheckpointScheduleOptions {
+  bool enabled = false;            // --checkpoint-dir given
+  std::int64_t interval = 0;       // --checkpoint-interval (steps); 0: off
+  double minutes = 0.0;            // --checkpoint-minutes; 0: off
+  std::int64_t steps_per_run = 0;  // --steps-per-run; 0: no limit
+};
+
+// What the ranks agreed on before deciding (all-reduced MAX, so identical on every rank).
+struct AgreedFlags {
+  bool preempted = false;  // a preemption signal arrived on some rank
+  bool time_due = false;   // some rank's clock says --checkpoint-minutes have passed
+};
+
+struct CheckpointDecision {
+  bool save = false;       // write a checkpoint of this step now
+  bool stop = false;       // end this invocation after it (preemption or --steps-per-run)
+  bool preempted = false;  // ... because of a preemption signal
+};
+
+class CheckpointSchedule {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `start_step`: where this invocation began (resumed step or 0); `now`: the clock at start, from
+  // which --checkpoint-minutes count until the first save.
+  CheckpointSchedule(CheckpointScheduleOptions options, std::int64_t start_step, Clock::time_point now);
+
+  bool enabled() const { return options_.enabled; }
+  // This rank's own view of the clock, to be agreed across ranks.
+  bool time_due(Clock::time_point now) const;
+  // After step `step` (optimizer steps done). `last`: training is complete at this step.
+  CheckpointDecision decide(std::int64_t step, const AgreedFlags& flags, bool last) const;
+  // A checkpoint of `step` was taken at `now`.
+  void saved(std::int64_t step, Clock::time_point now);
+  std::int64_t last_saved_step() const { return last_saved_step_; }
+
+ private:
+  CheckpointScheduleOptions options_;
+  std::int64_t start_step_;
+  std::int64_t last_saved_step_;
+  Clock::time_point last_save_time_;
+};
+
+}  // namespace mnddp

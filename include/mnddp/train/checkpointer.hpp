@@ -1,0 +1,73 @@
+// The run's checkpointing: the one CheckpointManager of --checkpoint-dir, the asynchronous writer
+// handed that manager (--checkpoint-async), resuming (--resume), and the schedule. The trainer calls
+// after_step() at every point where a checkpoint may be taken; the checkpointer agrees with the
+// other ranks on the clock and on preemption signals, decides (ckpt/checkpoint_schedule.hpp), saves
+// and says whether this invocation should stop. Without --checkpoint-dir it never communicates.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "mnddp/ckpt/async_checkpointer.hpp"
+#include "mnddp/ckpt/checkpoint_manager.hpp"
+#include "mnddp/ckpt/checkpoint_schedule.hpp"
+#include "mnddp/ckpt/resume_from.hpp"
+#include "mnddp/ckpt/training_state.hpp"
+#include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/fault/fault_hooks.hpp"
+
+namespace mnddp {
+
+struct CheckpointerOptions {
+  std::string directory;  // empty: no checkpoints
+  int keep_last = 3;
+  bool async = true;
+  CheckpointScheduleOptions schedule;
+  ResumeFrom resume;
+  std::string config_ini;  // stored in every checkpoint
+};
+
+class Checkpointer {
+ public:
+  // Collective over `control`. `sync_replicas` makes the replicas' buffers agree before a snapshot
+  // (every rank writes a share of the same state).
+  Checkpointer(CheckpointerOptions options, MpiComm& control, const FaultHooks& faults,
+               std::function<void()> sync_replicas);
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  bool enabled() const { return schedule_.enabled(); }
+
+  // Collective: reads the checkpoint --resume names into `state` and returns its position (with
+  // the path read), or nullopt when the run starts from scratch.
+  struct Resumed {
+    TrainingPosition position;
+    std::string path;
+  };
+  std::optional<Resumed> resume(const TrainingStateRefs& state);
+
+  // Collective, after a step (`position.step` steps done). `last`: training is complete. Saves when
+  // due and reports whether to stop; a stop, and the end of training, wait for the commit.
+  CheckpointDecision after_step(const TrainingPosition& position, bool last, const TrainingStateRefs& state);
+
+  // Every rank: waits for an asynchronous commit in flight (its failure is thrown here, on all).
+  void wait();
+
+ private:
+  void save(const TrainingPosition& position, const TrainingStateRefs& state, bool wait);
+
+  CheckpointerOptions options_;
+  MpiComm& control_;
+  const FaultHooks& faults_;
+  std::function<void()> sync_replicas_;
+  std::unique_ptr<CheckpointManager> manager_;  // when a directory is given
+  std::unique_ptr<AsyncCheckpointer> async_;    // and --checkpoint-async
+  CheckpointSchedule schedule_;
+};
+
+}  // namespace mnddp

@@ -1,0 +1,21 @@
+// A loader batch as tensors on the rank's device.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "mnddp/data/loader.hpp"
+
+namespace mnddp {
+
+struct DeviceBatch {
+  at::Tensor x;  // float32 [N, sample_shape...]
+  at::Tensor y;  // int64 [N]
+};
+
+// On the CPU the tensors borrow the batch's memory (no copy): keep `batch` alive until backward is
+// done. On a GPU the batch goes through pinned memory, so the copy to the device is asynchronous and
+// overlaps with work already queued on the stream.
+DeviceBatch to_device(const HostBatch& batch, c10::Device device);
+
+}  // namespace mnddp

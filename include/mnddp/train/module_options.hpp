@@ -1,0 +1,51 @@
+// TrainingConfig -> each module's own options, and the rules that involve two options: the one place
+// where the config meets the modules, so that data, model, DDP, checkpoint and AMP never see the
+// config (and a new option is wired here, next to its neighbours). Pure functions: no I/O, no MPI.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mnddp/amp/loss_scaler.hpp"
+#include "mnddp/ckpt/checkpoint_schedule.hpp"
+#include "mnddp/ckpt/training_state.hpp"
+#include "mnddp/config.hpp"
+#include "mnddp/data/h5_reader.hpp"
+#include "mnddp/data/loader.hpp"
+#include "mnddp/data/sampler.hpp"
+#include "mnddp/ddp/ddp.hpp"
+#include "mnddp/model/models.hpp"
+#include "mnddp/runtime.hpp"
+#include "mnddp/train/device.hpp"
+
+namespace mnddp {
+
+// Rules across options (and the device), checked once at start. Throws UsageError naming both.
+void check_option_rules(const TrainingConfig& config, const DeviceChoice& device);
+
+SamplerOptions sampler_options(const TrainingConfig& config, const ShardIndex& train, const RankInfo& rank);
+H5ReaderOptions reader_options(const TrainingConfig& config);
+// The transforms but the feature statistics, which come from a file (training_setup.cpp reads it).
+LoaderOptions loader_options(const TrainingConfig& config);
+ModelSpec model_spec(const TrainingConfig& config, const std::vector<std::int64_t>& sample_shape);
+DdpOptions ddp_options(const TrainingConfig& config);
+LossScalerOptions scaler_options(const TrainingConfig& config);
+CheckpointScheduleOptions checkpoint_schedule_options(const TrainingConfig& config);
+// The signals this run checkpoints on: none without --checkpoint-dir (a signal then has its usual effect).
+std::vector<int> preemption_signals(const TrainingConfig& config);
+
+// How many optimizer steps an epoch and the run have.
+struct StepPlan {
+  std::int64_t steps_per_epoch = 0;
+  std::int64_t total_steps = 0;
+};
+// Throws UsageError when an epoch has fewer micro-batches than one accumulation needs.
+StepPlan plan_steps(const TrainingConfig& config, std::int64_t batches_per_epoch);
+
+// A resumed position against this run: throws UsageError where it cannot continue (--partition
+// shard on another world size); warns where the sample order will differ (another global batch).
+void check_resume_fits(const TrainingConfig& config, const TrainingPosition& position, const RankInfo& rank,
+                       const std::string& path);
+
+}  // namespace mnddp

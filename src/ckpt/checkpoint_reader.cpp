@@ -1,0 +1,182 @@
+// Serial reading of checkpoint arrays, each verified against its CRC-32 as it is read.
+#include <fmt/format.h>
+#include <hdf5.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <future>
+#include <mutex>
+
+#include "checkpoint_h5.hpp"
+#include "mnddp/check.hpp"
+#include "mnddp/ckpt/checkpoint_file.hpp"
+#include "mnddp/error.hpp"
+#include "mnddp/h5/h5_handle.hpp"
+
+namespace mnddp {
+
+using namespace ckpt_detail;
+
+namespace {
+
+using ScratchBuffers = CheckpointReader::ScratchBuffers;
+
+// Reads a whole dataset into `out` (or, when null, through the two `scratch` buffers, keeping nothing) and
+// returns the CRC-32 of its bytes. Large arrays go in pieces of whole rows, each piece checksummed
+// on a worker while the next is read, so the checksum hides behind the I/O.
+std::uint32_t read_checksummed(hid_t dataset, hid_t memory, const std::vector<hsize_t>& dims, std::size_t element_bytes,
+                               std::uint8_t* out, ScratchBuffers& scratch) {
+  constexpr std::size_t kPieceBytes = 16u << 20;
+  hsize_t elements = 1;
+  for (auto d : dims) elements *= d;
+  const std::size_t total = static_cast<std::size_t>(elements) * element_bytes;
+  if (total == 0) return checksum(nullptr, 0);
+  const hsize_t rows = dims.empty() ? 1 : dims[0];
+  const std::size_t row_bytes = total / static_cast<std::size_t>(rows);
+  const hsize_t piece_rows = std::max<hsize_t>(1, kPieceBytes / row_bytes);
+  if (out == nullptr)
+    for (auto& b : scratch)
+      b.resize(std::max(b.size(), static_cast<std::size_t>(std::min(rows, piece_rows)) * row_bytes));
+
+  H5Handle file_space(H5Dget_space(dataset));
+  MNDDP_H5_CHECK(file_space.get());
+  std::uint32_t crc = checksum(nullptr, 0);
+  std::future<std::uint32_t> previous;
+  std::size_t previous_bytes = 0;
+  auto fold_previous = [&] {
+    if (previous.valid())
+      crc = static_cast<std::uint32_t>(crc32_combine(crc, previous.get(), static_cast<z_off_t>(previous_bytes)));
+  };
+  for (hsize_t first = 0, piece = 0; first < rows; first += piece_rows, ++piece) {
+    const hsize_t count = std::min(piece_rows, rows - first);
+    const std::size_t bytes = static_cast<std::size_t>(count) * row_bytes;
+    std::uint8_t* target =
+        out != nullptr ? out + static_cast<std::size_t>(first) * row_bytes : scratch[piece % 2].data();
+    const hsize_t piece_elements = bytes / element_bytes;
+    H5Handle memory_space(H5Screate_simple(1, &piece_elements, nullptr));
+    if (!dims.empty()) {
+      std::vector<hsize_t> start(dims.size(), 0), extent = dims;
+      start[0] = first;
+      extent[0] = count;
+      MNDDP_H5_CHECK(
+          H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr));
+    }
+    if (H5Dread(dataset, memory, dims.empty() ? H5S_ALL : memory_space.get(), dims.empty() ? H5S_ALL : file_space.get(),
+                H5P_DEFAULT, target) < 0) {
+      fold_previous();  // the worker must not outlive the buffer it reads
+      throw Error(h5_take_error());
+    }
+    fold_previous();
+    previous = std::async(std::launch::async, [target, bytes] { return checksum(target, bytes); });
+    previous_bytes = bytes;
+  }
+  fold_previous();
+  return crc;
+}
+
+}  // namespace
+
+struct CheckpointReader::Impl {
+  H5Handle file;
+};
+
+CheckpointReader::CheckpointReader(const std::string& path) : path_(path), impl_(std::make_unique<Impl>()) {
+  std::lock_guard lock(hdf5_mutex());
+  impl_->file = h5_open_read_only(path);
+}
+
+CheckpointReader::~CheckpointReader() {
+  std::lock_guard lock(hdf5_mutex());
+  impl_->file.reset();
+}
+
+bool CheckpointReader::has_attribute(const std::string& name) const {
+  std::lock_guard lock(hdf5_mutex());
+  return H5Aexists(impl_->file.get(), name.c_str()) > 0;
+}
+
+std::string CheckpointReader::attribute(const std::string& name) const {
+  std::lock_guard lock(hdf5_mutex());
+  if (H5Aexists(impl_->file.get(), name.c_str()) <= 0)
+    throw UsageError(fmt::format("checkpoint '{}': attribute '{}' is missing", path_, name));
+  return read_string_attribute(impl_->file.get(), name);
+}
+
+bool CheckpointReader::has_array(const std::string& path) const {
+  std::lock_guard lock(hdf5_mutex());
+  return H5Lexists(impl_->file.get(), path.c_str(), H5P_DEFAULT) > 0 &&
+         H5Oexists_by_name(impl_->file.get(), path.c_str(), H5P_DEFAULT) > 0;
+}
+
+std::vector<std::string> CheckpointReader::list(const std::string& group) const {
+  std::lock_guard lock(hdf5_mutex());
+  std::vector<std::string> names;
+  if (H5Lexists(impl_->file.get(), group.c_str(), H5P_DEFAULT) <= 0) return names;
+  H5Handle handle(H5Gopen2(impl_->file.get(), group.c_str(), H5P_DEFAULT));
+  MNDDP_H5_CHECK(handle.get());
+  auto collect = [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
+    static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+    return 0;
+  };
+  MNDDP_H5_CHECK(H5Literate(handle.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+ArrayData CheckpointReader::read(const std::string& path) const {
+  ArrayData out;
+  read_array(path, &out, nullptr);
+  return out;
+}
+
+void CheckpointReader::read_array(const std::string& path, ArrayData* out, ScratchBuffers* scratch) const {
+  std::lock_guard lock(hdf5_mutex());
+  H5Handle dataset(H5Dopen2(impl_->file.get(), path.c_str(), H5P_DEFAULT));
+  if (!dataset) throw UsageError(fmt::format("checkpoint '{}': array '{}' is missing", path_, path));
+  const DType dtype = dtype_from_name(read_string_attribute(dataset.get(), "dtype"), path_ + ":" + path);
+  H5Handle space(H5Dget_space(dataset.get()));
+  const int rank_count = H5Sget_simple_extent_ndims(space.get());
+  MNDDP_H5_CHECK(rank_count);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank_count));
+  if (rank_count > 0) MNDDP_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
+  std::uint8_t* destination = nullptr;
+  if (out != nullptr) {
+    out->dtype = dtype;
+    out->shape.assign(dims.begin(), dims.end());
+    out->bytes.resize(static_cast<std::size_t>(out->numel()) * dtype_size(dtype));
+    destination = out->bytes.data();
+  }
+  std::uint32_t actual = 0;
+  try {
+    ScratchBuffers none;
+    actual = read_checksummed(dataset.get(), memory_type(dtype), dims, dtype_size(dtype), destination,
+                              scratch != nullptr ? *scratch : none);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("checkpoint '{}': array '{}' cannot be read: {}", path_, path, e.what()));
+  }
+  std::uint32_t stored = 0;
+  H5Handle attribute(H5Aopen(dataset.get(), "crc32", H5P_DEFAULT));
+  if (!attribute || H5Aread(attribute.get(), H5T_NATIVE_UINT32, &stored) < 0)
+    throw UsageError(fmt::format("checkpoint '{}': array '{}' has no checksum", path_, path));
+  if (actual != stored)
+    throw UsageError(fmt::format("checkpoint '{}': array '{}' is corrupt (CRC-32 {:08x}, expected {:08x})", path_, path,
+                                 actual, stored));
+}
+
+void CheckpointReader::verify_all() const {
+  std::vector<std::string> datasets;
+  {
+    std::lock_guard lock(hdf5_mutex());
+    auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* out) -> herr_t {
+      if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+      return 0;
+    };
+    if (H5Ovisit(impl_->file.get(), H5_INDEX_NAME, H5_ITER_INC, visit, &datasets) < 0)
+      throw UsageError(fmt::format("checkpoint '{}' cannot be walked: {}", path_, h5_take_error()));
+  }
+  ScratchBuffers scratch;  // reused by every array: no fresh pages to fault in per array
+  for (const auto& name : datasets) read_array(name, nullptr, &scratch);  // streamed: checked, not kept
+}
+
+}  // namespace mnddp

@@ -1,0 +1,35 @@
+// The checkpoint schedule's decisions.
+#include "mnddp/ckpt/checkpoint_schedule.hpp"
+
+namespace mnddp {
+
+CheckpointSchedule::CheckpointSchedule(CheckpointScheduleOptions options, std::int64_t start_step,
+                                       Clock::time_point now)
+    : options_(options), start_step_(start_step), last_saved_step_(start_step), last_save_time_(now) {}
+
+bool CheckpointSchedule::time_due(Clock::time_point now) const {
+  return options_.enabled && options_.minutes > 0 &&
+         std::chrono::duration<double>(now - last_save_time_).count() >= options_.minutes * 60.0;
+}
+
+CheckpointDecision CheckpointSchedule::decide(std::int64_t step, const AgreedFlags& flags, bool last) const {
+  CheckpointDecision decision;
+  if (!options_.enabled) return decision;
+  const bool interval = options_.interval > 0 && step % options_.interval == 0;
+  const bool budget_spent = options_.steps_per_run > 0 && step - start_step_ >= options_.steps_per_run;
+  decision.preempted = flags.preempted;
+  // The end of training stops anyway; only an early end is a stop.
+  decision.stop = !last && (flags.preempted || budget_spent);
+  // The final state is always kept; a step already saved is not written twice.
+  const bool final_state = last && step != last_saved_step_;
+  decision.save =
+      (interval || flags.time_due || flags.preempted || budget_spent || final_state) && step != last_saved_step_;
+  return decision;
+}
+
+void CheckpointSchedule::saved(std::int64_t step, Clock::time_point now) {
+  last_saved_step_ = step;
+  last_save_time_ = now;
+}
+
+}  // namespace mnddp

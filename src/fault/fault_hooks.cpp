@@ -1,0 +1,76 @@
+// The injected faults, at their named points.
+#include "mnddp/fault/fault_hooks.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+#include "mnddp/error.hpp"
+#include "mnddp/fault/fault_actions.hpp"
+
+namespace mnddp {
+
+void FaultHooks::announce(const std::string& what) const { announce_fault(plan_, rank_.where(), what); }
+
+void FaultHooks::at_step_start(std::int64_t step) const {
+  if (!plan_.active()) return;
+  if (plan_.hits(FaultKind::Crash, step, rank_.rank)) {
+    announce("killing this rank (SIGKILL)");
+    std::raise(SIGKILL);
+  }
+  if (plan_.hits(FaultKind::Hang, step, rank_.rank)) {
+    announce("this rank stops before the step's collectives");
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  if (plan_.hits_from(FaultKind::Slow, step, rank_.rank)) {
+    if (plan_.step == step) announce("this rank sleeps 0.5 s in every step from now on");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+bool FaultHooks::poisons_loss(std::int64_t step) const {
+  if (!plan_.hits(FaultKind::NanLoss, step, rank_.rank)) return false;
+  announce("this rank's loss becomes NaN");
+  return true;
+}
+
+std::size_t FaultHooks::metrics_count(std::int64_t step, std::size_t count) const {
+  if (!plan_.hits(FaultKind::Desync, step, rank_.rank)) return count;
+  announce(fmt::format("this rank all-reduces {} metric where the others send {}", count - 1, count));
+  return count - 1;
+}
+
+std::function<void(std::int64_t)> FaultHooks::loader_hook(std::int64_t first_step, int grad_accum_steps) const {
+  if (plan_.kind != FaultKind::LoaderException) return {};
+  // Batch b of this epoch's loader feeds step first_step + b / grad_accum_steps + 1.
+  return [plan = plan_, rank = rank_.rank, first_step, grad_accum_steps](std::int64_t batch) {
+    if (plan.hits(FaultKind::LoaderException, first_step + batch / grad_accum_steps + 1, rank))
+      throw Error(fmt::format("injected fault {}: the data loader's thread failed on rank {}", plan.spec(), rank));
+  };
+}
+
+void FaultHooks::before_checkpoint_write(std::int64_t step, const std::string& directory) const {
+  if (!plan_.hits(FaultKind::CheckpointFill, step, rank_.rank)) return;
+  announce("filling the checkpoint file system");
+  fill_file_system(directory);
+}
+
+void FaultHooks::after_checkpoint_arrays(std::int64_t step) const {
+  // The worst moment: after the arrays are written, before the commit.
+  if (plan_.hits(FaultKind::CheckpointKill, step, rank_.rank)) {
+    announce("SIGKILL in the middle of the checkpoint write");
+    std::raise(SIGKILL);
+  }
+  if (plan_.hits(FaultKind::CheckpointFail, step, rank_.rank))
+    throw Error(fmt::format("injected fault checkpoint-fail at step {} on rank {}", step, rank_.rank));
+}
+
+void FaultHooks::after_checkpoint_commit(std::int64_t step, const std::string& path) const {
+  if (!plan_.hits(FaultKind::CheckpointCorrupt, step, rank_.rank) || !rank_.is_root()) return;
+  announce(fmt::format("flipping one byte of '{}' after its commit", path));
+  corrupt_checkpoint(path);
+}
+
+}  // namespace mnddp

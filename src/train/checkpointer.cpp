@@ -1,0 +1,92 @@
+// Checkpointing for the trainer: resume, schedule agreement, snapshot and commit.
+#include "mnddp/train/checkpointer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "mnddp/preemption.hpp"
+
+namespace mnddp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+}  // namespace
+
+Checkpointer::Checkpointer(CheckpointerOptions options, MpiComm& control, const FaultHooks& faults,
+                           std::function<void()> sync_replicas)
+    : options_(std::move(options)),
+      control_(control),
+      faults_(faults),
+      sync_replicas_(std::move(sync_replicas)),
+      schedule_(options_.schedule, 0, Clock::now()) {
+  if (options_.directory.empty()) return;
+  manager_ = std::make_unique<CheckpointManager>(options_.directory, options_.keep_last, control_);
+  if (options_.async) async_ = std::make_unique<AsyncCheckpointer>(*manager_, control_.handle());
+}
+
+Checkpointer::~Checkpointer() = default;
+
+std::optional<Checkpointer::Resumed> Checkpointer::resume(const TrainingStateRefs& state) {
+  const std::string path = CheckpointManager::resolve_resume(control_, options_.directory, options_.resume);
+  if (path.empty()) {
+    if (options_.resume.mode == ResumeFrom::Mode::Auto && !options_.directory.empty())
+      spdlog::info("no checkpoint in '{}': starting from scratch", options_.directory);
+    return std::nullopt;
+  }
+  Resumed resumed{read_training_state(path, control_, state), path};
+  schedule_ = CheckpointSchedule(options_.schedule, resumed.position.step, Clock::now());
+  return resumed;
+}
+
+CheckpointDecision Checkpointer::after_step(const TrainingPosition& position, bool last,
+                                            const TrainingStateRefs& state) {
+  if (!schedule_.enabled()) return {};
+  AgreedFlags flags;
+  if (!last) {
+    // One small all-reduce per step: every rank sees the signal and the clock as rank-wide maxima.
+    std::int64_t raised[2] = {preemption_requested() ? 1 : 0, schedule_.time_due(Clock::now()) ? 1 : 0};
+    control_.allreduce(raised, 2, DType::I64, ReduceOp::Max);
+    flags = {raised[0] != 0, raised[1] != 0};
+  }
+  const CheckpointDecision decision = schedule_.decide(position.step, flags, last);
+  if (decision.save) save(position, state, /*wait=*/decision.stop || last);
+  if (last) wait();  // the last commit, and its verdict
+  return decision;
+}
+
+void Checkpointer::wait() {
+  if (async_) async_->wait();
+}
+
+void Checkpointer::save(const TrainingPosition& position, const TrainingStateRefs& state, bool wait) {
+  const auto started = Clock::now();
+  sync_replicas_();
+  const bool background = async_ != nullptr;
+  if (background) async_->wait();  // one commit at a time; a failed one is reported here
+  auto snapshot = std::make_shared<const StateSnapshot>(
+      take_snapshot(control_, state, position, options_.config_ini, /*copy=*/background));
+  const std::int64_t step = position.step;
+  // Runs on the writing thread when asynchronous: it touches the snapshot and the fault hooks only.
+  auto write = [this, snapshot, step](ParallelCheckpointWriter& writer) {
+    faults_.before_checkpoint_write(step, options_.directory);
+    write_snapshot(writer, *snapshot);
+    faults_.after_checkpoint_arrays(step);
+  };
+  auto done = [this, step, started, background](const std::string& path) {
+    faults_.after_checkpoint_commit(step, path);
+    spdlog::info("checkpoint '{}' written in {:.2f} s{}", path, seconds_since(started),
+                 background ? " (beside training)" : "");
+  };
+  schedule_.saved(step, Clock::now());
+  if (!background) {
+    done(manager_->save(step, snapshot->bytes(), write, control_));
+    return;
+  }
+  async_->start(step, snapshot->bytes(), std::move(write), std::move(done));
+  spdlog::debug("step {}: training blocked {:.3f} s by the checkpoint's snapshot", step, seconds_since(started));
+  if (wait) async_->wait();
+}
+
+}  // namespace mnddp

@@ -1,0 +1,114 @@
+// The config's translation into module options, and the cross-option rules.
+#include "mnddp/train/module_options.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "mnddp/error.hpp"
+
+namespace mnddp {
+
+void check_option_rules(const TrainingConfig& config, const DeviceChoice& device) {
+  if (config.steps_per_run > 0 && config.checkpoint_dir.empty())
+    throw UsageError(fmt::format("--steps-per-run {}: needs --checkpoint-dir, or the next run could not continue",
+                                 config.steps_per_run));
+  if (config.amp == Amp::FP16 && device.device.is_cpu())
+    throw UsageError("--amp fp16: float16 autocast needs a CUDA device; use --amp bf16 on CPU");
+}
+
+SamplerOptions sampler_options(const TrainingConfig& config, const ShardIndex& train, const RankInfo& rank) {
+  SamplerOptions sampling;
+  sampling.num_samples = train.num_samples();
+  sampling.world_size = rank.world_size;
+  sampling.rank = rank.rank;
+  sampling.batch_size = config.batch_size;
+  sampling.seed = static_cast<std::uint64_t>(config.seed);
+  sampling.shuffle = config.shuffle;
+  sampling.drop_last = config.drop_last;
+  sampling.mode = config.partition;
+  sampling.shard_sizes = train.shard_sizes();
+  sampling.shuffle_buffer = config.shuffle_buffer;
+  return sampling;
+}
+
+H5ReaderOptions reader_options(const TrainingConfig& config) { return {config.nonfinite_inputs, config.batch_size}; }
+
+LoaderOptions loader_options(const TrainingConfig& config) {
+  LoaderOptions loading;
+  loading.prefetch_batches = config.prefetch_batches;
+  loading.transforms.scale_uint8 = config.scale_uint8;
+  return loading;
+}
+
+ModelSpec model_spec(const TrainingConfig& config, const std::vector<std::int64_t>& sample_shape) {
+  ModelSpec spec;
+  spec.kind = config.model;
+  spec.input_shape = sample_shape;
+  spec.num_classes = config.num_classes;
+  spec.hidden = config.hidden;
+  spec.layers = config.layers;
+  spec.dropout = config.dropout;
+  return spec;
+}
+
+DdpOptions ddp_options(const TrainingConfig& config) {
+  DdpOptions options;
+  options.broadcast_buffers = config.broadcast_buffers;
+  options.reducer.limits.cap_bytes = static_cast<std::size_t>(config.bucket_cap_mb * 1024 * 1024);
+  options.reducer.limits.first_cap_bytes = static_cast<std::size_t>(config.first_bucket_mb * 1024 * 1024);
+  options.reducer.find_unused_parameters = config.find_unused_parameters;
+  options.reducer.compression = config.grad_compression;
+  options.reducer.loss_prescaled = true;  // backward runs on ddp.scale_loss(loss): no division pass
+  return options;
+}
+
+LossScalerOptions scaler_options(const TrainingConfig& config) {
+  LossScalerOptions scaling;
+  scaling.enabled = config.amp == Amp::FP16;
+  return scaling;
+}
+
+CheckpointScheduleOptions checkpoint_schedule_options(const TrainingConfig& config) {
+  CheckpointScheduleOptions schedule;
+  schedule.enabled = !config.checkpoint_dir.empty();
+  schedule.interval = config.checkpoint_interval;
+  schedule.minutes = config.checkpoint_minutes;
+  schedule.steps_per_run = config.steps_per_run;
+  return schedule;
+}
+
+std::vector<int> preemption_signals(const TrainingConfig& config) {
+  if (config.checkpoint_dir.empty()) return {};
+  return config.preempt_signals;
+}
+
+StepPlan plan_steps(const TrainingConfig& config, std::int64_t batches_per_epoch) {
+  StepPlan plan;
+  plan.steps_per_epoch = batches_per_epoch / config.grad_accum_steps;
+  if (plan.steps_per_epoch < 1)
+    throw UsageError(fmt::format("--grad-accum-steps {}: an epoch has only {} micro-batches per rank",
+                                 config.grad_accum_steps, batches_per_epoch));
+  plan.total_steps = plan.steps_per_epoch * config.epochs;
+  if (config.max_steps > 0) plan.total_steps = std::min(plan.total_steps, config.max_steps);
+  return plan;
+}
+
+void check_resume_fits(const TrainingConfig& config, const TrainingPosition& position, const RankInfo& rank,
+                       const std::string& path) {
+  if (config.partition == PartitionMode::Shard && position.world_size != rank.world_size)
+    throw UsageError(
+        fmt::format("--resume '{}': written by {} ranks, resumed by {}; --partition shard assigns files "
+                    "by world size, so its order cannot continue (use the same number of ranks, or "
+                    "--partition sample)",
+                    path, position.world_size, rank.world_size));
+  const std::int64_t global_batch = rank.world_size * config.batch_size;
+  if (position.world_size * position.batch_size != global_batch)
+    spdlog::warn(
+        "resuming '{}' with a global batch of {} where it was written with {} ({} ranks x {}): the sample "
+        "order from here on differs from the original run",
+        path, global_batch, position.world_size * position.batch_size, position.world_size, position.batch_size);
+}
+
+}  // namespace mnddp

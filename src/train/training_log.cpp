@@ -1,0 +1,46 @@
+// Interval metrics and validation results: log lines and the metrics file.
+#include "mnddp/train/training_log.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "mnddp/comm/collective_tracker.hpp"
+
+namespace mnddp {
+
+TrainingLog::TrainingLog(const std::string& metrics_file, double interval_loss, std::int64_t interval_steps)
+    : writer_(metrics_file), loss_(interval_loss), steps_(interval_steps) {}
+
+StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, std::int64_t total_steps, double lr,
+                                std::int64_t samples_per_step, Communicator& control, const FaultHooks& faults) {
+  double sums[2] = {loss_, data_wait_};
+  const std::size_t count = faults.metrics_count(step, 2);
+  {
+    const CollectiveLabel label("training metrics");
+    control.allreduce(sums, count, DType::F64, ReduceOp::Avg);
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+  const auto steps = static_cast<double>(steps_);
+  StepMetrics m;
+  m.step = step;
+  m.epoch = epoch;
+  m.loss = sums[0] / steps;
+  m.lr = lr;
+  m.step_time_s = elapsed / steps;
+  m.data_wait_s = sums[1] / steps;
+  m.samples_per_second = steps * static_cast<double>(samples_per_step) / elapsed;
+  spdlog::info("epoch {} step {}/{}: loss {:.4f} lr {:.3g} {:.0f} samples/s step {:.1f} ms data wait {:.1f} ms", epoch,
+               step, total_steps, m.loss, lr, m.samples_per_second, m.step_time_s * 1e3, m.data_wait_s * 1e3);
+  writer_.write(m);
+  loss_ = data_wait_ = 0.0;
+  steps_ = 0;
+  start_ = Clock::now();
+  return m;
+}
+
+void TrainingLog::report(std::int64_t step, std::int64_t epoch, const EvalResult& result) {
+  spdlog::info("epoch {} step {}: validation accuracy {:.4f}, loss {:.4f} ({} samples)", epoch, step, result.accuracy,
+               result.loss, result.samples);
+  writer_.write(EvalMetrics{step, epoch, result.loss, result.accuracy, result.samples});
+}
+
+}  // namespace mnddp

@@ -1,0 +1,73 @@
+// Internal to train/: everything one training run holds, built by set_up_training() in the order
+// the parts depend on each other (training_setup.cpp) and driven by the loop (trainer.cpp).
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+#include <optional>
+
+#include "mnddp/amp/loss_scaler.hpp"
+#include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/config.hpp"
+#include "mnddp/data/h5_reader.hpp"
+#include "mnddp/data/loader.hpp"
+#include "mnddp/data/sampler.hpp"
+#include "mnddp/data/shard_index.hpp"
+#include "mnddp/ddp/ddp.hpp"
+#include "mnddp/fault/fault_hooks.hpp"
+#include "mnddp/model/models.hpp"
+#include "mnddp/train/checkpointer.hpp"
+#include "mnddp/train/device.hpp"
+#include "mnddp/train/evaluator.hpp"
+#include "mnddp/train/module_options.hpp"
+#include "mnddp/train/trainer.hpp"
+#include "mnddp/train/training_log.hpp"
+
+namespace mnddp {
+
+struct TrainingData {
+  ShardIndex train_index;
+  std::optional<ShardIndex> val_index;
+  std::unique_ptr<H5Reader> train_reader;
+  std::unique_ptr<H5Reader> val_reader;
+  std::unique_ptr<DistributedSampler> sampler;
+  LoaderOptions loading;  // transforms shared by training and validation
+  StepPlan steps;
+};
+
+struct TrainingRun {
+  TrainingRun(const TrainingConfig& c, const RankInfo& r, MpiComm& m)
+      : config(c), rank(r), control(m), faults(c.inject_fault, r) {}
+
+  TrainingConfig config;
+  RankInfo rank;
+  MpiComm& control;  // control plane: metrics, validation counts, agreement, checkpoint I/O
+  FaultHooks faults;
+
+  DeviceChoice device;
+  Backend backend = Backend::Mpi;               // what carries gradients
+  std::shared_ptr<Communicator> gradient_comm;  // gradient plane: NCCL, or `control` itself
+  TrainingData data;
+  std::shared_ptr<Classifier> model;
+  std::unique_ptr<DistributedDataParallel> ddp;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<LossScaler> scaler;    // enabled for --amp fp16
+  std::unique_ptr<Evaluator> evaluator;  // with --val-data
+  std::unique_ptr<Checkpointer> checkpointer;
+  TrainingPosition start;  // where the loop begins (from --resume)
+  std::unique_ptr<TrainingLog> log;
+  std::int64_t skipped_steps = 0;  // steps skipped for inf/NaN gradients
+
+  TrainingStateRefs state_refs() {
+    return TrainingStateRefs{*model,  *optimizer,    config.optimizer,
+                             *scaler, device.device, data.train_index.sample_shape};
+  }
+};
+
+// Collective over `control`: builds every part; a bad value is one agreed UsageError on every rank.
+// `wrap`, when given, wraps the gradient communicator (tests).
+std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const RankInfo& rank, MpiComm& control,
+                                             GradientCommWrapper wrap);
+
+}  // namespace mnddp
