@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "mnddp/device_binding.hpp"
 #include "mnddp/error.hpp"
 
 namespace mnddp {
@@ -38,6 +39,7 @@ void Loader::run() {
   const auto sample_numel = static_cast<std::size_t>(reader_.index().sample_numel());
   const auto& sample_shape = reader_.index().sample_shape;
   try {
+    bind_rank_device();  // reading touches no CUDA today; whatever does later lands on our GPU
     for (std::int64_t b = 0; b < num_batches_; ++b) {
       {
         std::unique_lock lock(mutex_);
