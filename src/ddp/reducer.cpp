@@ -128,6 +128,14 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
   }
 
   ready_.assign(params_.size(), false);
+  locally_used_.assign(params_.size(), false);
+  if (options_.find_unused_parameters) {
+    const at::Tensor& first = params_.front();
+    const bool device_side = comm_.uses_device_memory() && first.is_cuda();
+    used_map_ =
+        at::zeros({static_cast<std::int64_t>(params_.size())},
+                  at::TensorOptions().dtype(at::kInt).device(device_side ? first.device() : at::Device(at::kCPU)));
+  }
   for (std::size_t i = 0; i < params_.size(); ++i) {
     std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
     if (!accumulator) throw Error(fmt::format("DDP: parameter '{}' has no gradient accumulator", names_[i]));
@@ -189,7 +197,7 @@ void Reducer::prepare_for_backward(const at::Tensor& loss) {
     const auto* accumulator = static_cast<const torch::autograd::Node*>(accumulators_[i].get());
     if (used.count(accumulator) == 0) {
       ready_[i] = true;
-      stage_gradient(i, nullptr);
+      stage_current_gradient(i);  // what earlier no_sync micro-steps accumulated, if anything
     }
   }
   launch_complete_buckets();
@@ -197,6 +205,8 @@ void Reducer::prepare_for_backward(const at::Tensor& loss) {
 
 void Reducer::mark_ready(std::size_t index) {
   std::lock_guard lock(mutex_);
+  // Use counts across no_sync micro-steps (PyTorch's local_used_map does the same).
+  locally_used_[index] = true;
   if (!sync_) return;
   if (!step_active_) begin_step();
   if (ready_[index])
@@ -208,6 +218,11 @@ void Reducer::mark_ready(std::size_t index) {
   const at::Tensor& grad = params_[index].grad();
   stage_gradient(index, grad.defined() ? &grad : nullptr);
   launch_complete_buckets();
+}
+
+void Reducer::stage_current_gradient(std::size_t index) {
+  const at::Tensor& grad = params_[index].grad();
+  stage_gradient(index, grad.defined() ? &grad : nullptr);
 }
 
 // Copies (and converts) one gradient into its bucket slot; nullptr stages zeros.
@@ -261,13 +276,14 @@ void Reducer::finalize() {
   if (!step_active_) begin_step();  // this rank computed no gradient at all: it still takes part
   step_active_ = false;             // launches from here on are not overlapped
 
-  // Parameters that got no gradient contribute zeros, in the same bucket order as everyone else.
+  // Parameters whose hook did not fire in this backward contribute what they hold (accumulated in
+  // no_sync micro-steps) or zeros, in the same bucket order as everyone else.
   std::vector<std::size_t> missing;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (ready_[i]) continue;
-    missing.push_back(i);
+    if (!locally_used_[i]) missing.push_back(i);
     ready_[i] = true;
-    stage_gradient(i, nullptr);
+    stage_current_gradient(i);
   }
   launch_complete_buckets();
   if (!missing.empty() && !options_.find_unused_parameters && !warned_missing_) {
@@ -286,6 +302,9 @@ void Reducer::finalize() {
     consumer_stream = c10::cuda::getCurrentCUDAStream(params_.front().device().index()).stream();
 #endif
   for (auto& bucket : buckets_) bucket->work->wait(consumer_stream);
+  // After every bucket, in the same order on every rank.
+  const std::vector<bool> unused_everywhere =
+      options_.find_unused_parameters ? globally_unused() : std::vector<bool>(params_.size(), false);
   const auto done = Clock::now();  // all buckets complete
   stats_.finalize_wait_s = std::chrono::duration<double>(done - wait_start).count();
   stats_.comm_s = 0.0;
@@ -293,14 +312,37 @@ void Reducer::finalize() {
 
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Bucket& bucket = *buckets_[bucket_of_[i]];
-    if (bucket.grads_are_views) continue;  // reduced in place already
     at::Tensor& param = params_[i];
+    // No rank used it: no gradient at all, so the optimizer leaves it (and its state) alone.
+    if (unused_everywhere[i]) {
+      param.mutable_grad() = at::Tensor();
+      continue;
+    }
+    if (bucket.grads_are_views) continue;  // reduced in place already
     at::Tensor averaged =
         bucket.flat.narrow(0, static_cast<std::int64_t>(slot_of_[i]), param.numel()).view(param.sizes());
     if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
     param.mutable_grad().copy_(averaged);
   }
   for (auto& bucket : buckets_) bucket->work.reset();
+  std::fill(locally_used_.begin(), locally_used_.end(), false);
+}
+
+std::vector<bool> Reducer::globally_unused() {
+  {
+    at::NoGradGuard no_grad;
+    at::Tensor local = at::empty({static_cast<std::int64_t>(params_.size())}, at::kInt);
+    auto* flags = local.data_ptr<std::int32_t>();
+    for (std::size_t i = 0; i < params_.size(); ++i) flags[i] = locally_used_[i] ? 1 : 0;
+    used_map_.copy_(local);
+  }
+  const CollectiveLabel label("unused-parameter map");
+  allreduce(comm_, used_map_, ReduceOp::Max);
+  const at::Tensor global = used_map_.to(at::kCPU);
+  const auto* used = global.data_ptr<std::int32_t>();
+  std::vector<bool> unused(params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) unused[i] = used[i] == 0;
+  return unused;
 }
 
 }  // namespace mnddp

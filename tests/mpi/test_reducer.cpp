@@ -4,6 +4,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn.h>
+#include <torch/optim/adamw.h>
+
+#include <tuple>
 
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
@@ -190,12 +193,101 @@ TEST_F(ReducerTest, ParameterUnusedOnSomeRanksDoesNotHang) {
   }
 }
 
-TEST_F(ReducerTest, ParameterUnusedEverywhereGetsZeroGradient) {
+// As PyTorch: with find_unused_parameters, a parameter no rank used keeps no gradient, so the
+// optimizer (AdamW's momentum and weight decay included) leaves it where it is.
+TEST_F(ReducerTest, ParameterUnusedEverywhereKeepsNoGradientAndIsNotStepped) {
   auto net = make_net();
   DistributedDataParallel ddp(net, comm, tiny_buckets(GradCompression::None, true));
-  step(ddp, *net, rank_input(comm.rank(), 16), false);
-  EXPECT_EQ(net->head_b->weight.grad().abs().max().item<float>(), 0.0f);
+  torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(1e-2).weight_decay(0.1));
+  // Step 0 uses head_b everywhere (AdamW gets state for it); steps 1 and 2 use it nowhere.
+  step(ddp, *net, rank_input(comm.rank(), 16), true);
+  adamw.step();
+  const at::Tensor after_use = net->head_b->weight.detach().clone();
+  for (int s = 1; s <= 2; ++s) {
+    step(ddp, *net, rank_input(comm.rank(), 16, s), false);
+    EXPECT_FALSE(net->head_b->weight.grad().defined()) << "step " << s;
+    EXPECT_TRUE(net->head_a->weight.grad().defined()) << "step " << s;
+    adamw.step();
+  }
+  EXPECT_TRUE(at::equal(net->head_b->weight.detach(), after_use)) << "an unused parameter moved";
   EXPECT_GT(ddp.reducer().last_stats().buckets_launched_in_backward, 0u);
+  // Used again: it gets its gradient (and the bucket view) back.
+  const auto local = step(ddp, *net, rank_input(comm.rank(), 16, 3), true);
+  EXPECT_LE(max_relative_error(grads_of(*net), flat_reference(comm, local)), 1e-6);
+}
+
+// Without find_unused_parameters mnddp differs from PyTorch on purpose: PyTorch stops with "expected
+// to have finished reduction"; mnddp averages the missing gradient as zeros (and warns once).
+TEST_F(ReducerTest, WithoutFindUnusedAParameterUnusedEverywhereAveragesZero) {
+  auto net = make_net();
+  DistributedDataParallel ddp(net, comm, tiny_buckets(GradCompression::None, false));
+  step(ddp, *net, rank_input(comm.rank(), 16), false);
+  ASSERT_TRUE(net->head_b->weight.grad().defined());
+  EXPECT_EQ(net->head_b->weight.grad().abs().max().item<float>(), 0.0f);
+}
+
+// A parameter used only in a no_sync micro-step keeps what it accumulated there: the synchronised
+// micro-step that skips it must reduce that, not zeros (PyTorch copies a defined gradient and
+// zeroes only an undefined one).
+TEST_F(ReducerTest, NoSyncAccumulationSurvivesASynchronisedStepThatSkipsTheParameter) {
+  for (auto [compression, find_unused, tolerance] :
+       {std::tuple{GradCompression::None, false, 1e-6}, std::tuple{GradCompression::None, true, 1e-6},
+        std::tuple{GradCompression::BF16, false, 1e-2}, std::tuple{GradCompression::BF16, true, 1e-2}}) {
+    auto net = make_net();
+    DistributedDataParallel ddp(net, comm, tiny_buckets(compression, find_unused));
+    const at::Tensor x0 = rank_input(comm.rank(), 8, 1);
+    const at::Tensor x1 = rank_input(comm.rank(), 8, 2);
+    // The same two micro-steps without DDP: the local accumulated gradients.
+    auto twin = make_net();
+    twin->forward(x0, true).pow(2).mean().backward();
+    twin->forward(x1, false).pow(2).mean().backward();
+    const auto local = grads_of(*twin);
+
+    ddp.zero_grad();
+    {
+      DistributedDataParallel::NoSync local_only(ddp.reducer());
+      ddp.before_forward();
+      net->forward(x0, true).pow(2).mean().backward();  // head_b gets a gradient here only
+    }
+    ddp.before_forward();
+    auto loss = net->forward(x1, false).pow(2).mean();
+    ddp.prepare_for_backward(loss);
+    loss.backward();
+    ddp.finalize();
+    ASSERT_TRUE(net->head_b->weight.grad().defined());
+    EXPECT_GT(net->head_b->weight.grad().abs().max().item<float>(), 0.0f)
+        << "the no_sync gradient of head_b was lost (compression " << static_cast<int>(compression) << ", find_unused "
+        << find_unused << ")";
+    EXPECT_LE(max_relative_error(grads_of(*net), flat_reference(comm, local)), tolerance)
+        << "compression " << static_cast<int>(compression) << ", find_unused " << find_unused;
+  }
+}
+
+// Several synchronised steps in a row, with the parameters moving in between and the set of used
+// parameters changing from step to step and from rank to rank: from the second step on the
+// gradients are views into the buckets already, the path a single step never reaches.
+TEST_F(ReducerTest, MultiStepSequencesMatchTheFlatReferenceEveryStep) {
+  for (bool find_unused : {false, true}) {
+    for (auto compression : {GradCompression::None, GradCompression::FP16}) {
+      auto net = make_net();
+      DistributedDataParallel ddp(net, comm, tiny_buckets(compression, find_unused));
+      const double tolerance = compression == GradCompression::None ? 1e-6 : 2e-3;
+      const bool uses_b[4][2] = {{true, true}, {false, true}, {false, false}, {true, false}};
+      for (int s = 0; s < 4; ++s) {
+        const bool use_b = uses_b[s][comm.rank() % 2];
+        const auto local = step(ddp, *net, rank_input(comm.rank(), 16, 10 + s), use_b);
+        const bool nobody = !uses_b[s][0] && !uses_b[s][1];
+        if (find_unused && nobody) {
+          EXPECT_FALSE(net->head_b->weight.grad().defined()) << "step " << s;
+        }
+        EXPECT_LE(max_relative_error(grads_of(*net), flat_reference(comm, local)), tolerance)
+            << "step " << s << " find_unused " << find_unused << " compression " << static_cast<int>(compression);
+        torch::NoGradGuard no_grad;
+        for (auto& p : net->parameters())
+          if (p.grad().defined()) p.sub_(p.grad() * 0.1);
+      }
+    }
+  }
 }
 
 TEST_F(ReducerTest, CompressionWithinTolerance) {

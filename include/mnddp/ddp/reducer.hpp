@@ -24,7 +24,10 @@ namespace mnddp {
 struct ReducerOptions {
   BucketLimits limits;
   // Mark parameters that the forward pass did not use as ready when backward starts (found by
-  // walking the autograd graph from the loss), so their buckets are not held back until finalize().
+  // walking the autograd graph from the loss), so their buckets are not held back until finalize();
+  // and agree across ranks (one small all-reduce) on which parameters no rank used since the last
+  // synchronised step: their gradients are left undefined, so the optimizer skips them, as
+  // PyTorch's DDP does. Without it every parameter is averaged (absent gradients as zeros).
   bool find_unused_parameters = false;
   GradCompression compression = GradCompression::None;
   // The caller multiplied the loss by 1/world_size (DistributedDataParallel::scale_loss), so the
@@ -50,7 +53,10 @@ class Reducer {
   // Call before loss.backward() on a synchronised step (needed for find_unused_parameters).
   void prepare_for_backward(const at::Tensor& loss);
   // After backward: completes every bucket and replaces each gradient with the mean over ranks.
-  // Parameters that got no gradient on this rank contribute zeros, so no rank waits for them.
+  // A parameter's contribution is whatever gradient it holds, accumulated over the no_sync
+  // micro-steps too; one that holds none contributes zeros, so no rank waits for it. With
+  // find_unused_parameters, a parameter no rank used since the last synchronised step is left
+  // without a gradient.
   void finalize();
 
   // Clears every gradient before a step. Gradients that are views into a bucket are zeroed in place
@@ -71,6 +77,12 @@ class Reducer {
   struct Bucket;
   void begin_step();  // caller holds mutex_
   void stage_gradient(std::size_t index, const at::Tensor* grad);
+  // Stages the gradient the parameter holds now (from this or earlier no_sync backward passes), or
+  // zeros when it holds none.
+  void stage_current_gradient(std::size_t index);
+  // find_unused_parameters: all-reduces which parameters some rank used (comm, blocking); true
+  // for each parameter no rank used.
+  std::vector<bool> globally_unused();
   void launch_complete_buckets();
   void launch(Bucket& bucket);
 
@@ -89,6 +101,9 @@ class Reducer {
   bool sync_ = true;
   bool step_active_ = false;
   std::vector<bool> ready_;
+  // Parameters whose gradient hook fired since the last synchronised step, no_sync steps included.
+  std::vector<bool> locally_used_;
+  at::Tensor used_map_;  // int32 [parameters], in the communicator's memory: the globally-unused vote
   std::size_t next_launch_ = 0;
   bool warned_missing_ = false;
   ReducerStats stats_;
