@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -45,18 +46,76 @@ bool is_committed_name(const std::string& name) {
          name.compare(name.size() - std::strlen(kSuffix), std::strlen(kSuffix), kSuffix) == 0;
 }
 
-// Root only: the path of a checkpoint that verifies, or "" with the reason in `why`.
-bool verifies(const std::string& path, std::string& why) {
+// Root only: reads and checks `path` whole and returns its step. Throws CorruptCheckpoint when
+// the checkpoint itself is bad, another Error when it cannot be read.
+std::int64_t verify_checkpoint(const std::string& path) {
+  CheckpointReader reader(path);
+  if (!reader.has_attribute("format_version") || !reader.has_attribute("step"))
+    throw CorruptCheckpoint(fmt::format("'{}' is not an mnddp checkpoint (no format_version/step)", path));
+  reader.verify_all();
   try {
-    CheckpointReader reader(path);
-    if (!reader.has_attribute("format_version") || !reader.has_attribute("step"))
-      throw UsageError(fmt::format("'{}' is not an mnddp checkpoint (no format_version/step)", path));
-    reader.verify_all();
-    return true;
-  } catch (const std::exception& e) {
-    why = e.what();
-    return false;
+    return std::stoll(reader.attribute("step"));
+  } catch (const std::logic_error&) {
+    throw CorruptCheckpoint(fmt::format("'{}': its step attribute is not a number", path));
   }
+}
+
+// The step in a committed name ("step-00000120.h5" -> 120).
+std::int64_t step_of(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  return std::stoll(name.substr(std::strlen(kPrefix), name.size() - std::strlen(kPrefix) - std::strlen(kSuffix)));
+}
+
+// Points `latest` at `name` (write and rename, durably); an empty name removes it.
+void write_latest(const std::string& directory, const std::string& name) {
+  const std::string latest = (fs::path(directory) / kLatest).string();
+  if (name.empty()) {
+    std::error_code ignored;
+    fs::remove(latest, ignored);
+    return;
+  }
+  {
+    std::ofstream out(latest + ".tmp", std::ios::trunc);
+    out << name << '\n';
+    if (!out.flush()) throw Error(fmt::format("cannot write '{}.tmp': {}", latest, std::strerror(errno)));
+  }
+  rename_durably(latest + ".tmp", latest, directory);
+}
+
+// `path` + `suffix`, or with ".1", ".2", ... added where that name is taken: never overwrite a kept file.
+std::string free_name(const std::string& path, const std::string& suffix) {
+  std::string candidate = path + suffix;
+  std::error_code ignored;
+  for (int n = 1; fs::exists(candidate, ignored); ++n) candidate = fmt::format("{}{}.{}", path, suffix, n);
+  return candidate;
+}
+
+// Resuming from step `step`: the committed checkpoints after it belong to a run that went on from
+// there, and this run is about to write its own steps beside them. Set them aside (renamed, so
+// neither retention nor --resume auto picks them up again) and point `latest` at what remains.
+void set_aside_newer_than(const std::string& directory, std::int64_t step) {
+  std::vector<std::string> kept_as;
+  std::vector<std::string> remaining;
+  for (const auto& path : CheckpointManager::committed_in(directory)) {
+    if (step_of(path) <= step) {
+      remaining.push_back(path);
+      continue;
+    }
+    const std::string target = free_name(path, ".abandoned");
+    std::error_code error;
+    fs::rename(path, target, error);
+    if (error)
+      throw Error(
+          fmt::format("--resume: cannot set aside '{}', newer than the checkpoint resumed: {}", path, error.message()));
+    kept_as.push_back(fs::path(target).filename().string());
+  }
+  if (kept_as.empty()) return;
+  sync_path(directory);
+  write_latest(directory, remaining.empty() ? std::string() : fs::path(remaining.back()).filename().string());
+  spdlog::warn(
+      "resuming from step {}: the newer checkpoints in '{}' were set aside as {} (the run that wrote them "
+      "is abandoned; --resume auto continues this one)",
+      step, directory, fmt::join(kept_as, ", "));
 }
 
 }  // namespace
@@ -131,17 +190,15 @@ std::string CheckpointManager::save(std::int64_t step, std::uint64_t expected_by
   // 3. Root publishes: rename, sync the directory, then point `latest` at it the same way.
   on_root_then_agree(comm, [&] {
     rename_durably(temp_path, final_path, directory_);
-    const std::string latest = (fs::path(directory_) / kLatest).string();
-    {
-      std::ofstream out(latest + ".tmp", std::ios::trunc);
-      out << file_name(step) << '\n';
-      if (!out.flush()) throw Error(fmt::format("cannot write '{}.tmp': {}", latest, std::strerror(errno)));
-    }
-    rename_durably(latest + ".tmp", latest, directory_);
+    write_latest(directory_, file_name(step));
+    // Retention: the oldest go first, and never the checkpoint just committed (which `latest` names).
     auto all = committed();
-    for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last_) < all.size(); ++i) {
+    std::size_t count = all.size();
+    for (std::size_t i = 0; i < all.size() && count > static_cast<std::size_t>(keep_last_); ++i) {
+      if (all[i] == final_path) continue;
       std::error_code ignored;
       fs::remove(all[i], ignored);
+      --count;
     }
   });
   return final_path;
@@ -153,10 +210,15 @@ std::string CheckpointManager::resolve_resume(Communicator& comm, const std::str
   on_root_then_agree(comm, [&] {
     using Mode = ResumeFrom::Mode;
     if (resume.mode == Mode::None || (resume.mode == Mode::Auto && directory.empty())) return;
-    std::string why;
     if (resume.mode == Mode::Path) {
-      if (!verifies(resume.path, why)) throw UsageError(fmt::format("--resume: {}", why));
+      std::int64_t step = 0;
+      try {
+        step = verify_checkpoint(resume.path);
+      } catch (const Error& e) {
+        throw UsageError(fmt::format("--resume: {}", e.what()));
+      }
       chosen = resume.path;
+      if (!directory.empty() && fs::is_directory(directory)) set_aside_newer_than(directory, step);
       return;
     }
     // Newest first: `latest` names it; the directory listing covers a `latest` that is missing or stale.
@@ -170,16 +232,29 @@ std::string CheckpointManager::resolve_resume(Communicator& comm, const std::str
       candidates.insert(candidates.begin(), latest_path);
     }
     for (const auto& candidate : candidates) {
-      if (verifies(candidate, why)) {
+      std::error_code missing;
+      if (!fs::exists(candidate, missing)) {
+        spdlog::warn("'latest' names '{}', which does not exist; trying the others", candidate);
+        continue;
+      }
+      try {
+        set_aside_newer_than(directory, verify_checkpoint(candidate));
         chosen = candidate;
         return;
+      } catch (const CorruptCheckpoint& e) {
+        // Set aside, not deleted: kept for a post-mortem, never chosen (or overwritten) again.
+        const std::string kept = free_name(candidate, ".corrupt");
+        std::error_code error;
+        fs::rename(candidate, kept, error);
+        spdlog::warn("checkpoint '{}' is not usable ({}); {}; trying an older one", candidate, e.what(),
+                     error ? "left in place" : fmt::format("renamed to '{}'", kept));
+      } catch (const Error& e) {
+        // The file may be fine and the storage not (EIO, EACCES, a mount gone): stop, touch nothing.
+        throw Error(fmt::format("--resume auto: {}; the checkpoint was left as it is (fix the storage or its "
+                                "permissions and run again, or pass --resume with an older checkpoint)",
+                                e.what()),
+                    kExitFailure);
       }
-      // Set aside, not deleted: kept for a post-mortem, never chosen (or overwritten) again.
-      const std::string kept = candidate + ".corrupt";
-      std::error_code error;
-      fs::rename(candidate, kept, error);
-      spdlog::warn("checkpoint '{}' is not usable ({}); {}; trying an older one", candidate, why,
-                   error ? "left in place" : fmt::format("renamed to '{}'", kept));
     }
   });
   broadcast_string(comm, chosen, 0);

@@ -3,8 +3,14 @@
 #include <hdf5.h>
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <future>
 #include <mutex>
 
@@ -82,8 +88,24 @@ struct CheckpointReader::Impl {
 };
 
 CheckpointReader::CheckpointReader(const std::string& path) : path_(path), impl_(std::make_unique<Impl>()) {
+  // Readable at all? A file that cannot be opened or read is an I/O problem, not a bad checkpoint.
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw CorruptCheckpoint(fmt::format("cannot open HDF5 file '{}': it is a directory, not a file", path));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  char header[8];
+  const ssize_t got = fd < 0 ? -1 : ::read(fd, header, sizeof(header));
+  const int saved = errno;
+  if (fd >= 0) ::close(fd);
+  if (fd < 0 && saved == ENOENT) throw UsageError(fmt::format("cannot open HDF5 file '{}': no such file", path));
+  if (fd < 0 || got < 0)
+    throw UsageError(fmt::format("checkpoint '{}' cannot be read: {}", path, std::strerror(saved)));
   std::lock_guard lock(hdf5_mutex());
-  impl_->file = h5_open_read_only(path);
+  try {
+    impl_->file = h5_open_read_only(path);
+  } catch (const UsageError& e) {
+    throw CorruptCheckpoint(e.what());  // readable, but not a whole HDF5 file
+  }
 }
 
 CheckpointReader::~CheckpointReader() {
@@ -99,7 +121,7 @@ bool CheckpointReader::has_attribute(const std::string& name) const {
 std::string CheckpointReader::attribute(const std::string& name) const {
   std::lock_guard lock(hdf5_mutex());
   if (H5Aexists(impl_->file.get(), name.c_str()) <= 0)
-    throw UsageError(fmt::format("checkpoint '{}': attribute '{}' is missing", path_, name));
+    throw CorruptCheckpoint(fmt::format("checkpoint '{}': attribute '{}' is missing", path_, name));
   return read_string_attribute(impl_->file.get(), name);
 }
 
@@ -134,7 +156,12 @@ void CheckpointReader::read_array(const std::string& path, ArrayData* out, Scrat
   std::lock_guard lock(hdf5_mutex());
   H5Handle dataset(H5Dopen2(impl_->file.get(), path.c_str(), H5P_DEFAULT));
   if (!dataset) throw UsageError(fmt::format("checkpoint '{}': array '{}' is missing", path_, path));
-  const DType dtype = dtype_from_name(read_string_attribute(dataset.get(), "dtype"), path_ + ":" + path);
+  DType dtype = DType::U8;
+  try {
+    dtype = dtype_from_name(read_string_attribute(dataset.get(), "dtype"), path_ + ":" + path);
+  } catch (const Error& e) {
+    throw CorruptCheckpoint(fmt::format("checkpoint '{}': array '{}' has no valid dtype: {}", path_, path, e.what()));
+  }
   H5Handle space(H5Dget_space(dataset.get()));
   const int rank_count = H5Sget_simple_extent_ndims(space.get());
   MNDDP_H5_CHECK(rank_count);
@@ -158,10 +185,10 @@ void CheckpointReader::read_array(const std::string& path, ArrayData* out, Scrat
   std::uint32_t stored = 0;
   H5Handle attribute(H5Aopen(dataset.get(), "crc32", H5P_DEFAULT));
   if (!attribute || H5Aread(attribute.get(), H5T_NATIVE_UINT32, &stored) < 0)
-    throw UsageError(fmt::format("checkpoint '{}': array '{}' has no checksum", path_, path));
+    throw CorruptCheckpoint(fmt::format("checkpoint '{}': array '{}' has no checksum", path_, path));
   if (actual != stored)
-    throw UsageError(fmt::format("checkpoint '{}': array '{}' is corrupt (CRC-32 {:08x}, expected {:08x})", path_, path,
-                                 actual, stored));
+    throw CorruptCheckpoint(fmt::format("checkpoint '{}': array '{}' is corrupt (CRC-32 {:08x}, expected {:08x})",
+                                        path_, path, actual, stored));
 }
 
 void CheckpointReader::verify_all() const {
@@ -173,7 +200,7 @@ void CheckpointReader::verify_all() const {
       return 0;
     };
     if (H5Ovisit(impl_->file.get(), H5_INDEX_NAME, H5_ITER_INC, visit, &datasets) < 0)
-      throw UsageError(fmt::format("checkpoint '{}' cannot be walked: {}", path_, h5_take_error()));
+      throw CorruptCheckpoint(fmt::format("checkpoint '{}' cannot be walked: {}", path_, h5_take_error()));
   }
   ScratchBuffers scratch;  // reused by every array: no fresh pages to fault in per array
   for (const auto& name : datasets) read_array(name, nullptr, &scratch);  // streamed: checked, not kept

@@ -15,10 +15,19 @@
 
 #include "mnddp/comm/communicator.hpp"
 #include "mnddp/default_init_allocator.hpp"
+#include "mnddp/error.hpp"
 
 namespace mnddp {
 
 inline constexpr int kCheckpointFormatVersion = 1;
+
+// The checkpoint itself is bad: a checksum mismatch or a broken structure (not HDF5, no header,
+// an array without its dtype or checksum). Only this may set a checkpoint aside for good; an error
+// reading a sound file (EIO, EACCES, a vanished mount) is a plain UsageError and leaves it alone.
+class CorruptCheckpoint : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
 
 // One array to store: replicated state (every rank passes the same bytes), so any rank can write
 // any part of it.
@@ -64,8 +73,8 @@ class ParallelCheckpointWriter {
   std::unique_ptr<Impl> impl_;
 };
 
-// Serial, read-only, no file locking. Throws UsageError naming the file for anything unreadable and
-// for a checksum mismatch.
+// Serial, read-only, no file locking. Throws CorruptCheckpoint naming the file for a checksum
+// mismatch or a broken structure, and UsageError when the file cannot be read at all.
 class CheckpointReader {
  public:
   using ScratchBuffers = std::array<std::vector<std::uint8_t, DefaultInitAllocator<std::uint8_t>>, 2>;
