@@ -19,9 +19,10 @@ fi
 ranks="${MNDDP_RANKS:-2}"
 extra=()
 [ "$ranks" -gt "$(nproc)" ] && extra+=(--oversubscribe)
-say "training: mpirun -np $ranks mnddp train --config configs/demo.ini $*"
-mpirun -np "$ranks" "${extra[@]}" "$MNDDP_BUILD_DIR/mnddp" train --config configs/demo.ini --threads 1 "$@" \
-  | tee runs/demo.log
+# The demo's settings as defaults your options override (mnddp refuses an option given twice).
+export MNDDP_CONFIG=${MNDDP_CONFIG:-configs/demo.ini} MNDDP_THREADS=${MNDDP_THREADS:-1}
+say "training: mpirun -np $ranks mnddp train $* (MNDDP_CONFIG=$MNDDP_CONFIG, MNDDP_THREADS=$MNDDP_THREADS)"
+mpirun -np "$ranks" "${extra[@]}" "$MNDDP_BUILD_DIR/mnddp" train "$@" | tee runs/demo.log
 accuracy=$(grep -o 'final validation accuracy: [0-9.]*' runs/demo.log | tail -1)
 [ -n "$accuracy" ] || die "the run printed no final validation accuracy (see runs/demo.log)"
 say "$accuracy"

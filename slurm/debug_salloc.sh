@@ -53,7 +53,10 @@ export OMP_NUM_THREADS=$cpus
 # the job; the -N/--ntasks-per-node here only matter when they are smaller.
 srun_args=(-l --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task="$cpus" --cpu-bind=cores)
 [ -n "${SLURM_NTASKS:-}" ] || srun_args+=(--nodes="$nodes" --ntasks-per-node="$tasks_per_node")
-echo "[debug_salloc] job $SLURM_JOB_ID: srun ${srun_args[*]} $MNDDP_BIN train (debug options) $*"
-# A short run that leaves nothing behind: no checkpoints, no metrics file; later options win.
-exec srun "${srun_args[@]}" "$MNDDP_BIN" train --max-steps "${DEBUG_STEPS:-20}" --log-interval 1 \
-  --log-all-ranks --checkpoint-dir "" --metrics-file "" "$@"
+# A short run that leaves nothing behind: no checkpoints, no metrics file. Set as MNDDP_* variables,
+# which beat the config file and lose to the command line (mnddp refuses an option given twice).
+export MNDDP_MAX_STEPS=${DEBUG_STEPS:-20} MNDDP_LOG_INTERVAL=1 MNDDP_LOG_ALL_RANKS=true MNDDP_CHECKPOINT_DIR= \
+  MNDDP_METRICS_FILE=
+echo "[debug_salloc] job $SLURM_JOB_ID: srun ${srun_args[*]} $MNDDP_BIN train $* (debug: MNDDP_MAX_STEPS=$MNDDP_MAX_STEPS," \
+  "MNDDP_LOG_INTERVAL=1, MNDDP_LOG_ALL_RANKS=true, no checkpoints, no metrics file)"
+exec srun "${srun_args[@]}" "$MNDDP_BIN" train "$@"

@@ -60,16 +60,19 @@ std::string markdown_cell(const std::string& text) {
   throw UsageError(where.empty() ? std::string(e.what()) : fmt::format("{}: {}", where, e.what()));
 }
 
-// A later --opt on the command line overrides an earlier one (scripts append overrides), instead of
-// Boost's "cannot be specified more than once".
-po::parsed_options keep_last_occurrence(po::parsed_options parsed) {
-  std::vector<po::option> kept;
-  for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
-    const bool seen =
-        std::any_of(kept.begin(), kept.end(), [&](const po::option& o) { return o.string_key == it->string_key; });
-    if (!seen || it->string_key.empty()) kept.push_back(*it);
+// An option given twice on the command line is an error, as it is in the INI file: which one was
+// meant is a guess. (Scripts that set a default a user may override use MNDDP_* variables, which
+// the command line beats.)
+po::parsed_options reject_repeated(po::parsed_options parsed) {
+  for (auto it = parsed.options.begin(); it != parsed.options.end(); ++it) {
+    if (it->string_key.empty()) continue;
+    const auto again = std::find_if(std::next(it), parsed.options.end(),
+                                    [&](const po::option& o) { return o.string_key == it->string_key; });
+    if (again == parsed.options.end()) continue;
+    auto text = [](const po::option& o) { return o.value.empty() ? std::string("(no value)") : o.value.front(); };
+    throw UsageError(fmt::format("--{}: given more than once on the command line ('{}', then '{}'); give it once",
+                                 it->string_key, text(*it), text(*again)));
   }
-  parsed.options.assign(kept.rbegin(), kept.rend());
   return parsed;
 }
 
@@ -122,7 +125,7 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const
   po::variables_map vm;
   try {
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    po::store(keep_last_occurrence(po::command_line_parser(args).options(all).style(style).run()), vm);
+    po::store(reject_repeated(po::command_line_parser(args).options(all).style(style).run()), vm);
   } catch (const po::error& e) {
     rethrow_as_usage(e, "");
   }
@@ -165,6 +168,12 @@ TrainingConfig parse_ini_text(const std::string& text) {
 
 void validate(const TrainingConfig& config) {
   for (const auto& row : option_table()) row.check(config);
+  // The rules between options: each names both.
+  if (config.steps_per_run > 0 && config.checkpoint_dir.empty())
+    throw UsageError(fmt::format("--steps-per-run {}: needs --checkpoint-dir, or the next run could not continue",
+                                 config.steps_per_run));
+  if (config.min_lr > config.lr)
+    throw UsageError(fmt::format("--min-lr: must not exceed --lr (got min-lr {}, lr {})", config.min_lr, config.lr));
 }
 
 std::string to_ini(const TrainingConfig& config) {
@@ -200,8 +209,9 @@ std::string help_markdown() {
       "Every option can be given on the command line (`--name value` or `--name=value`), as an\n"
       "environment variable (`MNDDP_NAME`, upper case, `-` becomes `_`), or as a `name = value` line in\n"
       "the INI file named by `--config` (or `MNDDP_CONFIG`). The command line wins over the environment,\n"
-      "which wins over the file, which wins over the default. `mnddp train --print-config` prints the\n"
-      "resolved values as an INI file that can be fed back with `--config`.\n";
+      "which wins over the file, which wins over the default. Within one source an option is given once:\n"
+      "twice on the command line, or twice in the file, is an error naming it. `mnddp train --print-config`\n"
+      "prints the resolved values as an INI file that can be fed back with `--config`.\n";
   for (const auto& group : option_groups()) {
     out += fmt::format("\n## {}\n\n| option | environment | type | default | description |\n|---|---|---|---|---|\n",
                        group);

@@ -114,7 +114,8 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const
 // Parses an INI text as produced by to_ini (used to hand rank 0's config to every rank).
 TrainingConfig parse_ini_text(const std::string& text);
 
-// Checks every field's range and choices. Throws UsageError naming the option and the value.
+// Checks every field's range, and the rules between options (--min-lr against --lr, ...). Throws
+// UsageError naming the option and the value.
 void validate(const TrainingConfig& config);
 
 // An INI text holding every option with its current value; parse_ini_text(to_ini(c)) == c.

@@ -10,10 +10,7 @@
 
 namespace mnddp {
 
-void check_option_rules(const TrainingConfig& config, const DeviceChoice& device) {
-  if (config.steps_per_run > 0 && config.checkpoint_dir.empty())
-    throw UsageError(fmt::format("--steps-per-run {}: needs --checkpoint-dir, or the next run could not continue",
-                                 config.steps_per_run));
+void check_device_rules(const TrainingConfig& config, const DeviceChoice& device) {
   if (config.amp == Amp::FP16 && device.device.is_cpu())
     throw UsageError("--amp fp16: float16 autocast needs a CUDA device; use --amp bf16 on CPU");
 }

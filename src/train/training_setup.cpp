@@ -81,7 +81,7 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const
   on_all_then_agree(control, [&] { r.device = select_device(config.device, rank); });
   r.backend = select_gradient_backend(config.backend, r.device.cuda_index(), r.device.visible_gpus, rank, control);
   on_all_then_agree(control, [&] {
-    check_option_rules(config, r.device);
+    check_device_rules(config, r.device);
     r.data = open_training_data(config, rank, control);
     r.model = build_model(config, r.data, r.device, rank);
   });

@@ -56,7 +56,8 @@ check "AdamW + cosine schedule resumed at epoch boundaries is bitwise identical"
 # Preemption: SIGUSR2 to mpirun (forwarded to every rank) -> checkpoint at one step on all ranks,
 # exit code 3; the resumed run finishes identical to the uninterrupted one.
 PRE=("${BASE[@]}" --optimizer sgd --lr 0.05 --epochs 40 --checkpoint-dir "$WORK/pre" --metrics-file "$WORK/pre.jsonl")
-"$MPIEXEC" -np 2 --oversubscribe "$MNDDP_BIN" train --threads 1 "${PRE[@]}" >"$WORK/pre.out" 2>&1 &
+merge_options --threads 1 "${PRE[@]}"
+"$MPIEXEC" -np 2 --oversubscribe "$MNDDP_BIN" train "${MERGED[@]}" >"$WORK/pre.out" 2>&1 &
 launcher=$!
 for _ in $(seq 100); do grep -q "step 10/" "$WORK/pre.out" && break; sleep 0.1; done
 kill -USR2 "$launcher"

@@ -166,6 +166,19 @@ refused "signal that cannot be caught" "--preempt-signals: 'KILL' is not a signa
 run_mpi 2 10 "${DATA[@]}" --metrics-file "$WORK/metrics.jsonl" --steps-per-run 2
 refused "steps-per-run without a checkpoint dir" "--steps-per-run 2: needs --checkpoint-dir"
 
+run_mpi 2 10 "${GOOD[@]}" --lr 0.01 --min-lr 0.05
+refused "min-lr above lr" "--min-lr: must not exceed --lr (got min-lr 0.05, lr 0.01)"
+
+# An option given twice (run_mpi merges repeats, so this one calls mnddp directly).
+merge_options --threads 1 "${GOOD[@]}"
+RC=0
+timeout --kill-after=5 10 "$MPIEXEC" -np 2 --oversubscribe "$MNDDP_BIN" train "${MERGED[@]}" --hidden 32 \
+  >"$WORK/out" 2>"$WORK/err" || RC=$?
+OUT=$(cat "$WORK/out")
+ERR=$(cat "$WORK/err")
+ELAPSED=0
+refused "option given twice on the command line" "--hidden: given more than once on the command line ('16', then '32')"
+
 run_mpi 2 10 "${GOOD[@]}" --device cpu --amp fp16
 refused "fp16 autocast on the CPU" "--amp fp16: float16 autocast needs a CUDA device"
 

@@ -73,8 +73,8 @@ else
 fi
 
 # External kill -9 of one random rank, mid-run: every rank ends.
-"$MPIEXEC" -np 3 --oversubscribe "$MNDDP_BIN" train --threads 1 "${BASE[@]}" --epochs 1000 --log-interval 1 \
-  >"$WORK/kill.out" 2>&1 &
+merge_options --threads 1 "${BASE[@]}" --epochs 1000 --log-interval 1
+"$MPIEXEC" -np 3 --oversubscribe "$MNDDP_BIN" train "${MERGED[@]}" >"$WORK/kill.out" 2>&1 &
 launcher=$!
 for _ in $(seq 100); do grep -q "step 5/" "$WORK/kill.out" 2>/dev/null && break; sleep 0.1; done
 mapfile -t ranks < <(pgrep -f "mnddp train" -P "$launcher")

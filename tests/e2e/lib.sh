@@ -12,13 +12,49 @@ CASES=0
 fail() { printf 'FAIL: %s\n' "$*"; FAILURES=$((FAILURES + 1)); }
 pass() { printf 'ok:   %s\n' "$*"; }
 
+# merge_options ARGS...: sets MERGED to ARGS with every option once, its last value winning. mnddp
+# refuses an option given twice; the tests build a run from a base list and overrides after it.
+# An option's value is the next word unless that starts with "--" (or it is --name=value).
+merge_options() {
+  local args=("$@") order=() i=0 name
+  local -A value=() form=()
+  while ((i < ${#args[@]})); do
+    name=${args[i]}
+    if [[ $name == --*=* ]]; then
+      value[${name%%=*}]=${name#*=}
+      form[${name%%=*}]=eq
+      name=${name%%=*}
+      i=$((i + 1))
+    elif [[ $name == --* ]] && ((i + 1 < ${#args[@]})) && [[ ${args[i + 1]} != --* ]]; then
+      value[$name]=${args[i + 1]}
+      form[$name]=pair
+      i=$((i + 2))
+    else
+      value[$name]=
+      form[$name]=flag
+      i=$((i + 1))
+    fi
+    [[ " ${order[*]} " == *" $name "* ]] || order+=("$name")
+  done
+  MERGED=()
+  for name in "${order[@]}"; do
+    case ${form[$name]} in
+      eq) MERGED+=("$name=${value[$name]}") ;;
+      pair) MERGED+=("$name" "${value[$name]}") ;;
+      flag) MERGED+=("$name") ;;
+    esac
+  done
+}
+
 # run_mpi NP SECONDS args... : mnddp train under mpirun; sets RC, OUT (stdout), ERR (stderr), ELAPSED.
+# The args are merged (merge_options): a later option overrides an earlier one.
 # Deadlines stretch by MNDDP_TEST_TIME_SCALE (scripts/asan.sh sets it: instrumented runs are slower).
 run_mpi() {
   local np=$1 seconds=$(($2 * ${MNDDP_TEST_TIME_SCALE:-1}))
   shift 2
+  merge_options --threads 1 "$@"
   local start=$SECONDS
-  timeout --kill-after=5 "$seconds" "$MPIEXEC" -np "$np" --oversubscribe "$MNDDP_BIN" train --threads 1 "$@" \
+  timeout --kill-after=5 "$seconds" "$MPIEXEC" -np "$np" --oversubscribe "$MNDDP_BIN" train "${MERGED[@]}" \
     >"$WORK/out" 2>"$WORK/err"
   RC=$?
   ELAPSED=$((SECONDS - start))

@@ -169,8 +169,25 @@ TEST(Config, HelpIsGrouped) {
   EXPECT_TRUE(parse_command_line({"--help"}, {}).help);
 }
 
-TEST(Config, RepeatedOptionLastWins) {
-  const auto parsed = parse_command_line({"--lr", "0.1", "--batch-size=8", "--lr", "0.4"}, {});
-  EXPECT_DOUBLE_EQ(parsed.config.lr, 0.4);
-  EXPECT_EQ(parsed.config.batch_size, 8);
+// A repeat is an error wherever it is: on the command line (which value was meant is a guess) as
+// in the INI file.
+TEST(Config, RepeatedOptionIsAnErrorNamingIt) {
+  EXPECT_EQ(usage_error_of({"--lr", "0.1", "--batch-size=8", "--lr=0.4"}),
+            "--lr: given more than once on the command line ('0.1', then '0.4'); give it once");
+  mnddp::testing_support::TempDir dir;
+  const auto path = write_file(dir, "twice.ini", "lr = 0.1\nbatch-size = 8\nlr = 0.4\n");
+  const auto message = usage_error_of({"--config", path});
+  EXPECT_NE(message.find("lr"), std::string::npos) << message;
+  EXPECT_NE(message.find("more than once"), std::string::npos) << message;
+  // The command line still beats the file and the environment: that is not a repeat.
+  EXPECT_DOUBLE_EQ(
+      parse_command_line({"--lr", "0.2", "--config", write_file(dir, "one.ini", "lr = 0.1\n")}, {{"MNDDP_LR", "0.3"}})
+          .config.lr,
+      0.2);
+}
+
+TEST(Config, MinLrAboveLrIsRefused) {
+  EXPECT_EQ(usage_error_of({"--lr", "0.01", "--min-lr", "0.02"}),
+            "--min-lr: must not exceed --lr (got min-lr 0.02, lr 0.01)");
+  EXPECT_EQ(usage_error_of({"--lr", "0.01", "--min-lr", "0.01"}), "");
 }

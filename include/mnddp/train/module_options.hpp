@@ -1,6 +1,7 @@
-// TrainingConfig -> each module's own options, and the rules that involve two options: the one place
-// where the config meets the modules, so that data, model, DDP, checkpoint and AMP never see the
-// config (and a new option is wired here, next to its neighbours). Pure functions: no I/O, no MPI.
+// TrainingConfig -> each module's own options: the one place where the config meets the modules, so
+// that data, model, DDP, checkpoint and AMP never see the config (and a new option is wired here,
+// next to its neighbours). Pure functions: no I/O, no MPI. (Rules between options are checked when
+// the config is parsed: validate() in config.cpp; rules between an option and the device, here.)
 #pragma once
 
 #include <cstdint>
@@ -21,8 +22,8 @@
 
 namespace mnddp {
 
-// Rules across options (and the device), checked once at start. Throws UsageError naming both.
-void check_option_rules(const TrainingConfig& config, const DeviceChoice& device);
+// Rules between options and the device (fp16 needs CUDA). Throws UsageError naming the option.
+void check_device_rules(const TrainingConfig& config, const DeviceChoice& device);
 
 SamplerOptions sampler_options(const TrainingConfig& config, const ShardIndex& train, const RankInfo& rank);
 H5ReaderOptions reader_options(const TrainingConfig& config);
