@@ -135,7 +135,10 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
   log_rank_table(world, rank, trainer, threads);
   const TrainResult result = trainer.run();
   if (rank.is_root()) {
-    if (result.evaluated) {
+    if (result.already_complete) {
+      spdlog::info("training is already complete: resumed at step {} of {} (--epochs, --max-steps); nothing to do",
+                   result.steps, result.total_steps);
+    } else if (result.evaluated) {
       spdlog::info("done: {} steps, final validation accuracy {:.4f} ({} samples)", result.steps, result.val_accuracy,
                    result.val_samples);
       std::printf("final validation accuracy: %.4f\n", result.val_accuracy);

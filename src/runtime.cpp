@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <mpi.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -78,6 +79,9 @@ void Runtime::check_launch_environment(const Environment& env) const {
   // so only a step (SLURM_STEP_ID present, i.e. we were started by srun) is held to it.
   const auto tasks = env_int(env, "SLURM_NTASKS");
   const bool srun_step = env.count("SLURM_STEP_ID") > 0 && env.count("SLURM_PROCID") > 0;
+  if (!tasks && env.count("SLURM_NTASKS") > 0 && info_.is_root())
+    spdlog::warn("SLURM_NTASKS='{}' is not a number: the check of the MPI world against Slurm's task count is skipped",
+                 env_value(env, "SLURM_NTASKS").value_or(""));
   if (srun_step && tasks && *tasks != info_.world_size) {
     throw UsageError(fmt::format(
         "SLURM_NTASKS={} but MPI sees a world of {} (SLURM_PROCID={}): srun started the tasks without a working "

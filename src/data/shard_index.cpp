@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <limits>
@@ -101,7 +102,7 @@ ShardMeta scan_one(const std::string& path, const std::string& x_name, const std
         fmt::format("'{}': dataset '{}' has unsupported element type {}; use uint8, int8/16/32/64 or "
                     "float16/32/64",
                     path, x_name, h5_type_name(x_type.get())));
-  if (x_shape[0] == 0) throw UsageError(fmt::format("'{}': dataset '{}' has 0 samples (empty shard)", path, x_name));
+  if (x_shape[0] == 0) return ShardMeta{x_shape, *type, SampleType::I64};  // empty: skipped by the caller
 
   const auto y_shape = dataset_shape(y.get(), path, y_name);
   H5Handle y_type(H5Dget_type(y.get()));
@@ -243,25 +244,37 @@ ShardIndex scan_shards(const std::vector<std::string>& paths, const std::string&
   ShardIndex index;
   index.x_name = x_name;
   index.y_name = y_name;
+  std::vector<std::string> empty;
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const ShardMeta meta = scan_one(paths[i], x_name, y_name, labels);
+    if (meta.x_shape[0] == 0) {
+      // An empty file holds nothing to train on and nothing to disagree about: skip it, say so.
+      spdlog::warn("'{}': dataset '{}' has 0 samples (empty shard); skipped", paths[i], x_name);
+      empty.push_back(paths[i]);
+      continue;
+    }
     const std::vector<std::int64_t> sample_shape(meta.x_shape.begin() + 1, meta.x_shape.end());
-    if (i == 0) {
+    if (index.shards.empty()) {
       index.sample_shape = sample_shape;
       index.sample_type = meta.x_type;
       index.label_type = meta.label_type;
     } else if (sample_shape != index.sample_shape || meta.x_type != index.sample_type) {
       throw UsageError(fmt::format("shards disagree on '{}': '{}' has samples {} {} but '{}' has {} {}", x_name,
-                                   paths[0], sample_type_name(index.sample_type), shape_text(index.sample_shape),
-                                   paths[i], sample_type_name(meta.x_type), shape_text(sample_shape)));
+                                   index.shards.front().path, sample_type_name(index.sample_type),
+                                   shape_text(index.sample_shape), paths[i], sample_type_name(meta.x_type),
+                                   shape_text(sample_shape)));
     }
     if (meta.label_type != index.label_type)
       throw UsageError(fmt::format("shards disagree on '{}': '{}' has {} labels but '{}' has {} labels", y_name,
-                                   paths[0], index.has_class_labels() ? "integer" : sample_type_name(index.label_type),
-                                   paths[i],
+                                   index.shards.front().path,
+                                   index.has_class_labels() ? "integer" : sample_type_name(index.label_type), paths[i],
                                    meta.label_type == SampleType::I64 ? "integer" : sample_type_name(meta.label_type)));
     index.shards.push_back({paths[i], meta.x_shape[0], meta.label_min, meta.label_max});
   }
+  if (index.shards.empty())
+    throw UsageError(fmt::format(
+        "'{}': dataset '{}' has 0 samples (empty shard){}", empty.front(), x_name,
+        empty.size() > 1 ? fmt::format(", and so do the other {} files", empty.size() - 1) : std::string()));
   return index;
 }
 

@@ -54,7 +54,13 @@ std::string Trainer::backend() const { return std::string(choice_name(run_->back
 TrainResult Trainer::run() {
   TrainingRun& r = *run_;
   TrainResult result;
+  result.total_steps = r.data.steps.total_steps;
   std::int64_t step = r.start.step;
+  if (step >= r.data.steps.total_steps) {
+    result.already_complete = true;
+    result.steps = step;
+    return result;
+  }
   r.model->train();
   for (std::int64_t epoch = r.start.epoch; epoch < r.config.epochs && step < r.data.steps.total_steps; ++epoch) {
     result.epochs = epoch + 1;

@@ -26,4 +26,13 @@ if [ "$RC" = 0 ]; then pass "broken PMI is refused"; else fail "broken PMI: $(ca
 SLURM_NTASKS=3 SLURM_STEP_ID=0 SLURM_PROCID=0 run_mpi 2 10 "${DATA[@]}"
 expect_usage_error "SLURM_NTASKS disagrees with the world" "SLURM_NTASKS=3" "world of 2"
 
+# A task count that is no number cannot be checked: say so, once, and go on.
+SLURM_NTASKS=abc SLURM_STEP_ID=0 SLURM_PROCID=0 run_mpi 2 30 "${DATA[@]}"
+CASES=$((CASES + 1))
+if [ "$RC" = 0 ] && [ "$(grep -c "SLURM_NTASKS='abc' is not a number" <<<"$OUT")" = 1 ]; then
+  pass "SLURM_NTASKS=abc: one warning, the run goes on"
+else
+  fail "SLURM_NTASKS=abc: rc $RC"$'\n'"$OUT"$'\n'"$ERR"
+fi
+
 finish

@@ -258,15 +258,23 @@ TEST(ScanShards, NonIntegerLabelsAndRankOneInputsAreErrors) {
   EXPECT_NE(message.find(dir.file("flat.h5")), std::string::npos) << message;
 }
 
-TEST(ScanShards, EmptyShardNamesTheFile) {
+// An empty shard holds nothing to train on: it is skipped (with a warning naming it), and only a
+// data set whose every shard is empty stops the run, naming the file.
+TEST(ScanShards, EmptyShardIsSkippedUnlessEveryShardIsEmpty) {
   TempDir dir("mnddp-scan");
   write_shard(dir.file("a.h5"), {});
   ShardSpec empty;
   empty.count = 0;
   write_shard(dir.file("empty.h5"), empty);
-  const auto message = scan_error({dir.file("a.h5"), dir.file("empty.h5")});
+  write_shard(dir.file("empty2.h5"), empty);
+  const ShardIndex index = scan_shards({dir.file("empty.h5"), dir.file("a.h5"), dir.file("empty2.h5")}, "x", "y");
+  ASSERT_EQ(index.shards.size(), 1u);
+  EXPECT_EQ(index.shards[0].path, dir.file("a.h5"));
+  EXPECT_EQ(index.num_samples(), 5);
+  const auto message = scan_error({dir.file("empty.h5"), dir.file("empty2.h5")});
   EXPECT_NE(message.find(dir.file("empty.h5")), std::string::npos) << message;
   EXPECT_NE(message.find("0 samples"), std::string::npos) << message;
+  EXPECT_NE(message.find("the other 1 files"), std::string::npos) << message;
 }
 
 TEST(ScanShards, TruncatedFileIsAUsageErrorNamingTheFile) {

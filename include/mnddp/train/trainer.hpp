@@ -18,15 +18,17 @@
 namespace mnddp {
 
 struct TrainResult {
-  std::int64_t steps = 0;        // optimizer steps taken
+  std::int64_t steps = 0;        // optimizer steps done (resumed ones included)
+  std::int64_t total_steps = 0;  // of the whole run (--epochs, --max-steps)
   std::int64_t epochs = 0;       // epochs started
   double last_train_loss = 0.0;  // mean over ranks of the last logged interval
   bool evaluated = false;
   double val_accuracy = 0.0;  // exact: summed counts over all ranks
   double val_loss = 0.0;
   std::int64_t val_samples = 0;
-  bool preempted = false;      // stopped early on a preemption signal, after a checkpoint
-  bool stopped_early = false;  // stopped by --steps-per-run, after a checkpoint
+  bool preempted = false;         // stopped early on a preemption signal, after a checkpoint
+  bool stopped_early = false;     // stopped by --steps-per-run, after a checkpoint
+  bool already_complete = false;  // resumed at (or past) the last step: nothing to do
 };
 
 struct TrainingRun;
