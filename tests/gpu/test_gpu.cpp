@@ -1,7 +1,8 @@
 // GPU tests, run under 2 MPI ranks sharing whatever GPUs the machine has; skipped visibly without a
-// GPU. NCCL: bootstrap (each rank alone, world size 1, since NCCL refuses two ranks on one GPU),
-// all-reduce in fp32/bf16/fp16, the Reducer on CUDA tensors. MPI: the Reducer on CUDA tensors with
-// host staging across both ranks. AMP: bf16 autocast on CUDA.
+// GPU; with NCCL_CHECK_POINTERS=1 (ctest), so NCCL refuses a host pointer. NCCL: bootstrap (each rank
+// alone, world size 1, since NCCL refuses two ranks on one GPU), stream order against a slow
+// producer, all-reduce in fp32/bf16/fp16, the Reducer on CUDA tensors (bf16 compression visible).
+// MPI: the Reducer on CUDA tensors with host staging across both ranks. AMP: bf16 autocast on CUDA.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
@@ -13,6 +14,12 @@
 #include "mnddp/comm/nccl_comm.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/ddp/ddp.hpp"
+
+#if MNDDP_HAVE_NCCL
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 using namespace mnddp;
 
@@ -58,6 +65,66 @@ std::vector<at::Tensor> reduced_grads(Communicator& control, Communicator& gradi
 }  // namespace
 
 #if MNDDP_HAVE_NCCL
+// In a world of one a sum is the identity, so a wrong stream order would still pass: make the
+// producer slow (a sleep kernel, then the fill) on a stream of its own and read the result on a
+// third stream after waiting only for the all-reduce. Without the fence that orders the NCCL stream
+// after the producer, NCCL finishes first and the consumer reads the buffer before the fill.
+TEST(Nccl, AllreduceIsOrderedAfterItsProducerStreamAndBeforeItsConsumer) {
+  MNDDP_REQUIRE_GPU();
+  MpiComm self(MPI_COMM_SELF);
+  NcclComm nccl(self, my_gpu().index(), 60.0);
+  c10::cuda::CUDAGuard guard(my_gpu());
+  auto producer = c10::cuda::getStreamFromPool(false, my_gpu().index());
+  auto consumer = c10::cuda::getStreamFromPool(false, my_gpu().index());
+  at::Tensor buffer = at::zeros({1 << 20}, at::TensorOptions().device(my_gpu()));
+  at::Tensor seen;
+  for (int round = 0; round < 3; ++round) {
+    {
+      c10::cuda::CUDAStreamGuard on(producer);
+      at::cuda::sleep(200'000'000);  // ~0.1 s on an H200: far longer than the all-reduce
+      buffer.fill_(3.0f + round);
+    }
+    auto work = allreduce_async(nccl, buffer, ReduceOp::Sum, producer.stream());
+    work->wait(consumer.stream());
+    {
+      c10::cuda::CUDAStreamGuard on(consumer);
+      seen = (buffer * 2.0f).to(at::kCPU, /*non_blocking=*/false);
+    }
+    EXPECT_TRUE(at::all(seen == 2.0f * (3.0f + round)).item<bool>())
+        << "round " << round << ": read " << seen.min().item<float>();
+  }
+}
+
+// Compression makes the reducer's result differ from the local gradient even in a world of one:
+// the bf16 wire rounds it. Checks pointers, dtypes and the copy back on the device.
+TEST(Nccl, ReducerWithBf16CompressionRoundsLikeTorch) {
+  MNDDP_REQUIRE_GPU();
+  MpiComm self(MPI_COMM_SELF);
+  NcclComm nccl(self, my_gpu().index(), 60.0);
+  auto net = make_mlp(my_gpu());
+  DdpOptions options;
+  options.reducer.compression = GradCompression::BF16;
+  DistributedDataParallel ddp(net.ptr(), self, nccl, options);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(50);
+  at::Tensor x = at::randn({32, 64}, gen).to(my_gpu());
+  auto twin = make_mlp(my_gpu());
+  twin->forward(x).pow(2).mean().backward();
+  at::Tensor loss = net->forward(x).pow(2).mean();
+  ddp.prepare_for_backward(loss);
+  loss.backward();
+  ddp.finalize();
+  const auto params = net->parameters();
+  const auto reference = twin->parameters();
+  double largest_change = 0.0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor expected = reference[i].grad().to(at::kBFloat16).to(at::kFloat).to(at::kCPU);
+    const at::Tensor got = params[i].grad().to(at::kCPU);
+    EXPECT_TRUE(at::equal(got, expected)) << "parameter " << i;
+    largest_change = std::max(largest_change, (reference[i].grad().to(at::kCPU) - got).abs().max().item<double>());
+  }
+  EXPECT_GT(largest_change, 0.0) << "the bf16 wire changed nothing: compression did not happen";
+}
+
 TEST(Nccl, BootstrapWorldOfOneAndAllreduceEveryDtype) {
   MNDDP_REQUIRE_GPU();
   MpiComm self(MPI_COMM_SELF);
