@@ -321,7 +321,10 @@ jobs_gone() { [ -z "$(squeue -h -o %i 2>/dev/null)" ]; }
 nothing_left() { [ -z "$(daemons_of_dir)$(node_processes)" ]; }
 
 # node_processes: live processes in the private mount namespace of either slurmd (recorded at
-# start): slurmd, its slurmstepd and every job process on the fake nodes.
+# start): slurmd, its slurmstepd and every job process on the fake nodes. A recorded namespace may
+# be gone and its inode number given to a new namespace (any `unshare -m` on the host: the
+# device-check dry run, the full-disk tests), so a match must also show the node's own bind mount
+# of nt-NODE over DIR/nodetmp: without that check `stop` killed unrelated processes now and then.
 node_processes() {
   local ns_file mine namespaces=() link pid
   mine=$(readlink /proc/self/ns/mnt)
@@ -337,12 +340,18 @@ node_processes() {
     local ns
     ns=$(readlink "$link" 2>/dev/null) || continue  # gone, or a zombie
     for want in "${namespaces[@]}"; do
-      if [ "$ns" = "$want" ]; then
+      if [ "$ns" = "$want" ] && is_node_mount_namespace "$pid"; then
         printf '%s ' "$pid"
         break
       fi
     done
   done
+}
+
+# is_node_mount_namespace PID: PID's mounts include a fake node's TmpFS (DIR/nt-NODE on DIR/nodetmp).
+is_node_mount_namespace() {
+  awk -v target="$DIR/nodetmp" '$5 == target && $4 ~ /\/nt-n[0-9]+$/ {found = 1} END {exit !found}' \
+    "/proc/$1/mountinfo" 2>/dev/null
 }
 
 # daemons_of_dir: "pid name" of munged/slurmctld/slurmd processes whose command line names DIR.
