@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "mnddp/amp/autocast.hpp"
+#include "mnddp/build_config.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/observe/resources.hpp"
 #include "mnddp/preemption.hpp"
@@ -23,12 +24,29 @@
 #include "mnddp/train/optim.hpp"
 #include "training_run.hpp"
 
+#if MNDDP_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 namespace mnddp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The most GPU memory torch's caching allocator held for tensors on `device` (0 on the CPU).
+double peak_gpu_mib(c10::Device device) {
+#if MNDDP_HAVE_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    const auto aggregate = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    return static_cast<double>(stats.allocated_bytes[aggregate].peak) / (1024.0 * 1024.0);
+  }
+#endif
+  (void)device;
+  return 0.0;
+}
 
 }  // namespace
 
@@ -81,6 +99,8 @@ TrainResult Trainer::run() {
                               r.log->interval_steps()},
                              /*last=*/true, r.state_refs());
   result.steps = step;
+  result.peak_gpu_mib = peak_gpu_mib(r.device.device);
+  if (result.peak_gpu_mib > 0) spdlog::info("peak GPU memory: {:.0f} MiB allocated", result.peak_gpu_mib);
   return result;
 }
 

@@ -9,12 +9,23 @@
 #include <torch/cuda.h>
 #include <torch/nn.h>
 
+#include <cmath>
+#include <fstream>
+#include <thread>
+
 #include "mnddp/build_config.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/comm/nccl_comm.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
+#include "mnddp/data/synth.hpp"
 #include "mnddp/ddp/ddp.hpp"
+#include "mnddp/device_binding.hpp"
+#include "mnddp/train/trainer.hpp"
+#include "test_support.hpp"
 
+#if MNDDP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 #if MNDDP_HAVE_NCCL
 #include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -164,6 +175,74 @@ TEST(MpiStaged, ReducerOnCudaTensorsAcrossRanksMatchesCpu) {
   for (std::size_t i = 0; i < on_gpu.size(); ++i)
     EXPECT_TRUE(at::allclose(on_gpu[i], on_cpu[i], 1e-4, 1e-6)) << "parameter " << i;
 }
+
+#if MNDDP_HAVE_NCCL
+// Every thread that touches CUDA binds the rank's device first (device_binding.hpp): a thread that
+// did not would work on device 0, opening a context there on every rank of the node.
+TEST(DeviceBinding, AThreadBindsTheRanksDeviceNotDeviceZero) {
+  MNDDP_REQUIRE_GPU();
+  const int count = static_cast<int>(torch::cuda::device_count());
+  const int mine = count - 1;  // the last device, so that "device 0 by default" shows when there are two
+  set_rank_device(mine);
+  int seen = -1;
+  std::thread worker([&] {
+    bind_rank_device();
+    cudaGetDevice(&seen);
+  });
+  worker.join();
+  EXPECT_EQ(seen, mine);
+  set_rank_device(my_gpu().index());
+}
+
+// Whole training runs on the GPU, each rank alone (NCCL refuses two ranks on one GPU): bf16 autocast,
+// and fp16 with the dynamic loss scaler. The loss must stay finite and go down over 20 steps.
+TEST(Training, Bf16AndFp16WithTheLossScalerLowerTheLoss) {
+  MNDDP_REQUIRE_GPU();
+  MpiComm self(MPI_COMM_SELF);
+  testing_support::TempDir dir("mnddp-gpu-train");
+  SynthOptions synth;
+  synth.out_dir = dir.file("data");
+  synth.train_samples = 2048;
+  synth.val_samples = 256;
+  synth.shards = 2;
+  synth.shape = {3, 16, 16};
+  synth.num_classes = 4;
+  write_synthetic_classification(synth);
+  for (Amp amp : {Amp::BF16, Amp::FP16}) {
+    TrainingConfig c;
+    c.train_data = synth.out_dir + "/train_*.h5";
+    c.val_data = synth.out_dir + "/val_*.h5";
+    c.model = ModelKind::ConvNet;
+    c.hidden = 16;
+    c.num_classes = 4;
+    c.batch_size = 64;
+    c.max_steps = 20;
+    c.log_interval = 10;
+    c.amp = amp;
+    c.device = DeviceRequest::Cuda;
+    c.backend = Backend::Nccl;
+    c.metrics_file = dir.file(std::string("metrics-") + std::string(choice_name(amp)) + ".jsonl");
+    c.threads = 2;
+    const RankInfo alone{0, 1, 0, 1, 1, 0, "gpu-test"};
+    Trainer trainer(c, alone, self);
+    EXPECT_EQ(trainer.backend(), "nccl");
+    const TrainResult result = trainer.run();
+    EXPECT_EQ(result.steps, 20);
+    std::ifstream metrics(c.metrics_file);
+    std::vector<double> losses;
+    for (std::string line; std::getline(metrics, line);) {
+      const auto at = line.find("\"kind\":\"train\"");
+      const auto loss = line.find("\"loss\":");
+      if (at != std::string::npos && loss != std::string::npos) losses.push_back(std::stod(line.substr(loss + 7)));
+    }
+    ASSERT_EQ(losses.size(), 2u) << choice_name(amp);
+    EXPECT_TRUE(std::isfinite(losses[0]) && std::isfinite(losses[1])) << choice_name(amp);
+    EXPECT_LT(losses[1], losses[0]) << choice_name(amp) << ": the loss did not go down";
+    EXPECT_GT(result.peak_gpu_mib, 0.0);
+  }
+}
+
+#endif  // MNDDP_HAVE_NCCL
 
 TEST(Amp, Bf16AutocastOnCuda) {
   MNDDP_REQUIRE_GPU();

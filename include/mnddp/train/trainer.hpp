@@ -29,6 +29,7 @@ struct TrainResult {
   bool preempted = false;         // stopped early on a preemption signal, after a checkpoint
   bool stopped_early = false;     // stopped by --steps-per-run, after a checkpoint
   bool already_complete = false;  // resumed at (or past) the last step: nothing to do
+  double peak_gpu_mib = 0.0;      // torch's caching allocator's peak on the rank's GPU (0 on the CPU)
 };
 
 struct TrainingRun;
