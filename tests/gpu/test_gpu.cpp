@@ -9,7 +9,9 @@
 #include <torch/cuda.h>
 #include <torch/nn.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <thread>
 
@@ -20,6 +22,7 @@
 #include "mnddp/data/synth.hpp"
 #include "mnddp/ddp/ddp.hpp"
 #include "mnddp/device_binding.hpp"
+#include "mnddp/train/device_batch.hpp"
 #include "mnddp/train/trainer.hpp"
 #include "test_support.hpp"
 
@@ -150,6 +153,71 @@ TEST(Nccl, BootstrapWorldOfOneAndAllreduceEveryDtype) {
     EXPECT_TRUE(at::equal(t, expected)) << c10::toString(type);
   }
   EXPECT_NO_THROW(nccl.barrier());
+}
+
+// A result that differs from the input, against a CPU reference, in every dtype: a pre-scale on the
+// producer stream (so the fence matters), then Max against a second buffer's values and Sum.
+TEST(Nccl, PrescaledAllreduceInEveryDtypeMatchesACpuReference) {
+  MNDDP_REQUIRE_GPU();
+  MpiComm self(MPI_COMM_SELF);
+  NcclComm nccl(self, my_gpu().index(), 60.0);
+  c10::cuda::CUDAGuard guard(my_gpu());
+  auto producer = c10::cuda::getStreamFromPool(false, my_gpu().index());
+  for (auto type : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    const at::Tensor host = at::arange(4096, at::kFloat).mul_(0.37f).sub_(700.0f);
+    at::Tensor t = host.to(my_gpu()).to(type);
+    {
+      c10::cuda::CUDAStreamGuard on(producer);
+      at::cuda::sleep(50'000'000);
+      t.mul_(0.25);  // the pre-scale: queued behind the sleep
+    }
+    allreduce_async(nccl, t, ReduceOp::Sum, producer.stream())->wait(nullptr);
+    const at::Tensor expected = host.to(type).mul_(0.25);  // the same rounding, on the CPU
+    EXPECT_TRUE(at::equal(t.to(at::kCPU), expected)) << c10::toString(type) << ": the pre-scale was not seen";
+    at::Tensor m = t.clone();
+    allreduce(nccl, m, ReduceOp::Max);
+    EXPECT_TRUE(at::equal(m.to(at::kCPU), expected)) << c10::toString(type);
+  }
+}
+
+// Batches go to the GPU through pinned memory with an asynchronous copy: the data arrives intact,
+// and the copy overlaps a kernel already running on another stream (the timing is printed).
+TEST(Batches, PinnedAsyncCopyIsCorrectAndOverlapsCompute) {
+  MNDDP_REQUIRE_GPU();
+  c10::cuda::CUDAGuard guard(my_gpu());
+  HostBatch batch;
+  batch.size = 512;
+  batch.shape = {512, 3, 64, 64};
+  batch.x.resize(static_cast<std::size_t>(512 * 3 * 64 * 64));
+  batch.y.resize(512);
+  for (std::size_t i = 0; i < batch.x.size(); ++i) batch.x[i] = static_cast<float>(i % 1000) * 0.5f;
+  for (std::size_t i = 0; i < batch.y.size(); ++i) batch.y[i] = static_cast<std::int64_t>(i % 10);
+  const DeviceBatch on_gpu = to_device(batch, my_gpu());
+  const at::Tensor x_back = on_gpu.x.to(at::kCPU);
+  EXPECT_TRUE(at::equal(x_back, at::from_blob(batch.x.data(), batch.shape, at::kFloat)));
+  EXPECT_TRUE(at::equal(on_gpu.y.to(at::kCPU), at::from_blob(batch.y.data(), {512}, at::kLong)));
+
+  // A 20 ms kernel on one stream and the copy on the current one: overlapped, the pair takes about
+  // the longer of the two, not their sum.
+  auto compute = c10::cuda::getStreamFromPool(false, my_gpu().index());
+  auto timed = [&](bool overlap) {
+    torch::cuda::synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    {
+      c10::cuda::CUDAStreamGuard on(compute);
+      at::cuda::sleep(40'000'000);
+    }
+    if (!overlap) compute.synchronize();
+    const DeviceBatch copied = to_device(batch, my_gpu());
+    torch::cuda::synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  timed(true);  // warm-up: pinned pools, contexts
+  const double together = timed(true);
+  const double apart = timed(false);
+  std::printf("pinned batch of %.0f MB: copy beside a kernel %.1f ms, after it %.1f ms\n",
+              static_cast<double>(batch.x.size() * 4) / 1e6, together * 1e3, apart * 1e3);
+  EXPECT_LT(together, apart) << "the copy did not overlap the kernel";
 }
 
 TEST(Nccl, ReducerOnCudaTensorsMatchesLocalGradients) {
