@@ -29,7 +29,7 @@ namespace {
 
 struct BenchModel {
   std::string name;
-  std::shared_ptr<Classifier> net;
+  std::shared_ptr<Model> net;
   std::vector<std::int64_t> input_shape;
 };
 
@@ -37,7 +37,7 @@ struct BenchModel {
 BenchModel make_bench_model(const std::string& name) {
   torch::manual_seed(1);
   ModelSpec spec;
-  spec.num_classes = 10;
+  spec.num_outputs = 10;
   if (name == "mlp50m") {
     spec.kind = ModelKind::Mlp;
     spec.input_shape = {784};
@@ -111,7 +111,7 @@ void bench_sync(MpiComm& world, const std::string& model_name, int reps, bool si
 }
 
 // One training step: forward, loss, backward (buckets fly), finalize.
-double train_step(Classifier& model, DistributedDataParallel* ddp, const at::Tensor& x, const at::Tensor& y) {
+double train_step(Model& model, DistributedDataParallel* ddp, const at::Tensor& x, const at::Tensor& y) {
   const auto t = Clock::now();
   if (ddp != nullptr) {
     ddp->zero_grad();

@@ -74,6 +74,42 @@ void check_all_values(const ShardIndex& index) {
   }
 }
 
+// What scan_shards should check y against: a file without y whose x is integer sequences [N, T] is
+// token data; otherwise y must be there (and scan_shards names it when it is not).
+LabelKind labels_expected(const std::string& file, const std::string& x_name, const std::string& y_name) {
+  std::lock_guard lock(hdf5_mutex());
+  H5Handle handle = h5_open_read_only(file);
+  if (H5Lexists(handle.get(), y_name.c_str(), H5P_DEFAULT) > 0) return LabelKind::Value;
+  h5_take_error();
+  if (H5Lexists(handle.get(), x_name.c_str(), H5P_DEFAULT) <= 0) return LabelKind::Value;
+  H5Handle x(H5Dopen2(handle.get(), x_name.c_str(), H5P_DEFAULT));
+  H5Handle type(x ? H5Dget_type(x.get()) : H5I_INVALID_HID);
+  const bool sequences = x && h5_dims(x.get()).size() == 2 && type && H5Tget_class(type.get()) == H5T_INTEGER;
+  return sequences ? LabelKind::None : LabelKind::Value;
+}
+
+// "integer labels in [0, 9]: fits --task classification (--num-classes 10 or more) or regression", ...
+std::string task_it_fits(const ShardIndex& index) {
+  if (!index.has_labels()) {
+    const auto [low, high] = scan_input_range(index);
+    return fmt::format("token ids in [{}, {}], no labels: fits --task lm (--vocab-size {} or more, --context up to {})",
+                       low, high, high + 1, index.sample_shape[0] - 1);
+  }
+  if (index.has_class_labels()) {
+    std::int64_t low = index.shards.front().label_min;
+    std::int64_t high = index.shards.front().label_max;
+    for (const auto& shard : index.shards) {
+      low = std::min(low, shard.label_min);
+      high = std::max(high, shard.label_max);
+    }
+    return fmt::format(
+        "integer labels in [{}, {}]: fits --task classification (--num-classes {} or more) or regression", low, high,
+        high + 1);
+  }
+  return fmt::format("{} targets, {} per sample: fits --task regression", sample_type_name(index.label_type),
+                     index.label_numel());
+}
+
 }  // namespace
 
 int run_inspect(std::span<const std::string> args) {
@@ -113,37 +149,23 @@ int run_inspect(std::span<const std::string> args) {
     std::string root;
     H5Literate(handle.get(), H5_INDEX_NAME, H5_ITER_INC, &position, describe_member, &root);
   }
-  // Validates what the trainer needs: x/y present and consistent, every shard the same samples.
-  const ShardIndex index = scan_shards(files, x_name, y_name, LabelKind::Value);
+  // Validates what the trainer needs: x/y present and consistent, every shard the same samples. A
+  // file without y is token data (--task lm) when its inputs are integer sequences.
+  const ShardIndex index = scan_shards(files, x_name, y_name, labels_expected(files.front(), x_name, y_name));
   std::cout << "shards:\n";
   for (const auto& shard : index.shards) {
     const std::string labels = index.has_class_labels()
                                    ? fmt::format("labels [{}, {}]", shard.label_min, shard.label_max)
-                                   : fmt::format("{} targets", sample_type_name(index.label_type));
+                               : index.has_labels() ? fmt::format("{} targets", sample_type_name(index.label_type))
+                                                    : std::string("token sequences");
     std::cout << fmt::format("  {}: {} samples, {}\n", shard.path, shard.num_samples, labels);
   }
   if (num_classes > 0) check_label_range(index, num_classes, "--num-classes");
   if (check_values) check_all_values(index);
-
-  std::int64_t low = 0;
-  std::int64_t high = 0;
-  if (index.has_class_labels()) {
-    low = index.shards.front().label_min;
-    high = index.shards.front().label_max;
-    for (const auto& shard : index.shards) {
-      low = std::min(low, shard.label_min);
-      high = std::max(high, shard.label_max);
-    }
-  }
-  const std::string labels = index.has_class_labels() ? fmt::format("integer labels in [{}, {}]", low, high)
-                                                      : fmt::format(
-                                                            "{} regression targets (the mnddp trainer needs "
-                                                            "integer class labels)",
-                                                            sample_type_name(index.label_type));
   std::cout << fmt::format("OK: {} file{}, {} samples of {} [{}], {}{}\n", index.shards.size(),
                            index.shards.size() == 1 ? "" : "s", index.num_samples(),
-                           sample_type_name(index.sample_type), fmt::join(index.sample_shape, ", "), labels,
-                           check_values ? ", all inputs finite" : "");
+                           sample_type_name(index.sample_type), fmt::join(index.sample_shape, ", "),
+                           task_it_fits(index), check_values ? ", all inputs finite" : "");
   return kExitOk;
 }
 

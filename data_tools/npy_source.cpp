@@ -84,6 +84,9 @@ NpyHeader read_header(std::ifstream& in, const std::string& path) {
 
 std::optional<SampleType> input_type(const NpyHeader& h) {
   if (h.kind == 'u' && h.element_bytes == 1) return SampleType::U8;
+  if (h.kind == 'u' && h.element_bytes == 2) return SampleType::U16;
+  if (h.kind == 'u' && h.element_bytes == 4) return SampleType::U32;
+  if (h.kind == 'u' && h.element_bytes == 8) return SampleType::U64;
   if (h.kind == 'i' && h.element_bytes == 1) return SampleType::I8;
   if (h.kind == 'i' && h.element_bytes == 2) return SampleType::I16;
   if (h.kind == 'i' && h.element_bytes == 4) return SampleType::I32;

@@ -175,11 +175,32 @@ std::vector<OptionSpec> build_table() {
   t.add("feature-stats", &C::feature_stats,
         "normalise each feature with the mean and std in this file (mnddp-data stats); empty: off", any_text());
 
+  t.group("Task");
+  t.choice("task", &C::task,
+           "classification (integer labels y [N]), regression (numeric targets y [N] or [N, k]) or lm (next-token "
+           "prediction on integer token ids x [N, T]; no y)");
+  t.add("label-smoothing", &C::label_smoothing, "classification: label smoothing of the cross-entropy, as torch's",
+        in_half_open(0.0, 1.0));
+  t.choice("loss", &C::loss, "regression loss: mean squared error, or Huber with huber-delta");
+  t.add("huber-delta", &C::huber_delta, "regression: where the Huber loss turns from quadratic to linear",
+        greater_than(0.0));
+  t.add("vocab-size", &C::vocab_size,
+        "lm: token ids must be in [0, vocab-size); 0: the largest id in the training data + 1 (reads all of it)",
+        at_least<std::int64_t>(0));
+  t.add("context", &C::context, "lm: tokens per input sequence (a prefix of each stored one); 0: the stored length - 1",
+        at_least<std::int64_t>(0));
+
   t.group("Model");
-  t.choice("model", &C::model, "network to train");
-  t.add("hidden", &C::hidden, "width of the hidden layers (MLP) or base channels (ConvNet)", at_least(1));
-  t.add("layers", &C::layers, "number of hidden layers (MLP) or conv blocks (ConvNet)", at_least(1));
-  t.add("dropout", &C::dropout, "dropout probability before the classifier", in_half_open(0.0, 1.0));
+  t.choice("model", &C::model, "network to train (gpt: for --task lm)");
+  t.add("hidden", &C::hidden, "width of the hidden layers (MLP), base channels (ConvNet) or d_model (GPT)",
+        at_least(1));
+  t.add("layers", &C::layers, "number of hidden layers (MLP), conv blocks (ConvNet) or Transformer blocks (GPT)",
+        at_least(1));
+  t.add("heads", &C::heads, "GPT: attention heads (hidden must be a multiple)", at_least(1));
+  t.add("tie-embeddings", &C::tie_embeddings, "GPT: the output layer shares the token embedding's weight",
+        Check<bool>{});
+  t.add("dropout", &C::dropout, "dropout probability (before the classifier; GPT: in every block)",
+        in_half_open(0.0, 1.0));
 
   t.group("Optimizer");
   t.choice("optimizer", &C::optimizer, "optimizer");
@@ -282,8 +303,8 @@ const std::vector<OptionSpec>& option_table() {
 }
 
 const std::vector<std::string>& option_groups() {
-  static const std::vector<std::string> groups = {"Data",     "Model",      "Optimizer", "Schedule",
-                                                  "Training", "Checkpoint", "Logging",   "Distributed"};
+  static const std::vector<std::string> groups = {"Data",     "Task",       "Model",   "Optimizer",  "Schedule",
+                                                  "Training", "Checkpoint", "Logging", "Distributed"};
   return groups;
 }
 

@@ -139,9 +139,14 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
       spdlog::info("training is already complete: resumed at step {} of {} (--epochs, --max-steps); nothing to do",
                    result.steps, result.total_steps);
     } else if (result.evaluated) {
-      spdlog::info("done: {} steps, final validation accuracy {:.4f} ({} samples)", result.steps, result.val_accuracy,
-                   result.val_samples);
-      std::printf("final validation accuracy: %.4f\n", result.val_accuracy);
+      const double headline = metric_value(result.val_metrics, result.val_headline);
+      spdlog::info("done: {} steps, final validation {} {:.4f} ({} samples)", result.steps, result.val_headline,
+                   headline, result.val_samples);
+      // The headline first, then every metric of the task: lines for scripts to read.
+      std::printf("final validation %s: %.4f\n", result.val_headline.c_str(), headline);
+      for (const auto& metric : result.val_metrics)
+        if (metric.name != result.val_headline)
+          std::printf("final validation %s: %.6g\n", metric.name.c_str(), metric.value);
     } else {
       spdlog::info("done: {} steps, final training loss {:.4f} (no --val-data)", result.steps, result.last_train_loss);
     }

@@ -22,7 +22,9 @@ enum class Backend { Auto, Nccl, Mpi };                   // --backend: what car
 enum class DeviceRequest { Auto, Cpu, Cuda };             // --device
 enum class OptimizerKind { Sgd, AdamW };                  // --optimizer
 enum class LrSchedule { Constant, Cosine, Step };         // --lr-schedule
-enum class ModelKind { Mlp, ConvNet };                    // --model
+enum class ModelKind { Mlp, ConvNet, Gpt };               // --model
+enum class TaskKind { Classification, Regression, Lm };   // --task
+enum class RegressionLoss { Mse, Huber };                 // --loss
 enum class LogLevel { Trace, Debug, Info, Warn, Error };  // --log-level
 
 // ChoiceNames<E>::table: every value of E with its option text, in the order --help lists them.
@@ -83,7 +85,17 @@ struct ChoiceNames<LrSchedule> {
 };
 template <>
 struct ChoiceNames<ModelKind> {
-  static constexpr std::array table{named(ModelKind::Mlp, "mlp"), named(ModelKind::ConvNet, "convnet")};
+  static constexpr std::array table{named(ModelKind::Mlp, "mlp"), named(ModelKind::ConvNet, "convnet"),
+                                    named(ModelKind::Gpt, "gpt")};
+};
+template <>
+struct ChoiceNames<TaskKind> {
+  static constexpr std::array table{named(TaskKind::Classification, "classification"),
+                                    named(TaskKind::Regression, "regression"), named(TaskKind::Lm, "lm")};
+};
+template <>
+struct ChoiceNames<RegressionLoss> {
+  static constexpr std::array table{named(RegressionLoss::Mse, "mse"), named(RegressionLoss::Huber, "huber")};
 };
 template <>
 struct ChoiceNames<LogLevel> {

@@ -34,10 +34,20 @@ struct TrainingConfig {
   bool scale_uint8 = true;                                    // uint8 inputs are divided by 255
   std::string feature_stats;  // mnddp-data stats file: per-feature normalisation; empty: off
 
+  // --- task ---
+  TaskKind task = TaskKind::Classification;
+  double label_smoothing = 0.0;               // classification
+  RegressionLoss loss = RegressionLoss::Mse;  // regression
+  double huber_delta = 1.0;                   // regression with --loss huber
+  std::int64_t vocab_size = 0;                // lm; 0: largest token id in the training data + 1
+  std::int64_t context = 0;                   // lm: tokens per input; 0: the stored length - 1
+
   // --- model ---
   ModelKind model = ModelKind::Mlp;
-  int hidden = 256;
+  int hidden = 256;  // MLP width, ConvNet base channels, GPT d_model
   int layers = 2;
+  int heads = 4;               // GPT attention heads
+  bool tie_embeddings = true;  // GPT: the output layer shares the token embedding
   double dropout = 0.0;
 
   // --- optimizer ---

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <tuple>
 #include <type_traits>
@@ -35,21 +36,53 @@ void convert_to_float(const void* source, float* target, std::size_t count) {
   }
 }
 
-// The converter for a native memory type. Only the types scan_shards admits (and the float that
-// float16 is widened to) reach here.
-ConvertFn converter_for(hid_t native_type) {
+// Integer inputs (token ids) as int64. uint64 ids above INT64_MAX wrap to negative ones, which the
+// token check then reports.
+using ConvertIdsFn = void (*)(const void* source, std::int64_t* target, std::size_t count);
+
+template <typename T>
+void convert_to_int64(const void* source, std::int64_t* target, std::size_t count) {
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    std::memcpy(target, source, count * sizeof(std::int64_t));
+  } else {
+    const auto* values = static_cast<const T*>(source);
+    for (std::size_t i = 0; i < count; ++i) target[i] = static_cast<std::int64_t>(values[i]);
+  }
+}
+
+// Calls `make.template operator()<T>()` with the C++ type of a native memory type; nullptr for the
+// types scan_shards does not admit. Only those (and the float that float16 is widened to) reach here.
+template <typename Fn, typename Make>
+Fn by_native_type(hid_t native_type, Make make) {
   const std::size_t size = H5Tget_size(native_type);
   if (H5Tget_class(native_type) == H5T_FLOAT) {
-    if (size == sizeof(float)) return convert_to_float<float>;
-    if (size == sizeof(double)) return convert_to_float<double>;
+    if (size == sizeof(float)) return make.template operator()<float>();
+    if (size == sizeof(double)) return make.template operator()<double>();
   } else if (H5Tget_class(native_type) == H5T_INTEGER) {
     const bool is_signed = H5Tget_sign(native_type) == H5T_SGN_2;
-    if (size == 1) return is_signed ? convert_to_float<std::int8_t> : convert_to_float<std::uint8_t>;
-    if (is_signed && size == 2) return convert_to_float<std::int16_t>;
-    if (is_signed && size == 4) return convert_to_float<std::int32_t>;
-    if (is_signed && size == 8) return convert_to_float<std::int64_t>;
+    if (size == 1)
+      return is_signed ? make.template operator()<std::int8_t>() : make.template operator()<std::uint8_t>();
+    if (size == 2)
+      return is_signed ? make.template operator()<std::int16_t>() : make.template operator()<std::uint16_t>();
+    if (size == 4)
+      return is_signed ? make.template operator()<std::int32_t>() : make.template operator()<std::uint32_t>();
+    if (size == 8)
+      return is_signed ? make.template operator()<std::int64_t>() : make.template operator()<std::uint64_t>();
   }
   return nullptr;
+}
+
+ConvertFn converter_for(hid_t native_type) {
+  return by_native_type<ConvertFn>(native_type, []<typename T>() -> ConvertFn { return convert_to_float<T>; });
+}
+
+ConvertIdsFn id_converter_for(hid_t native_type) {
+  return by_native_type<ConvertIdsFn>(native_type, []<typename T>() -> ConvertIdsFn {
+    if constexpr (std::is_integral_v<T>)
+      return convert_to_int64<T>;
+    else
+      return nullptr;
+  });
 }
 
 // Chunk cache policy. Unfiltered chunks: no cache, so HDF5 reads just the selected bytes (with a
@@ -144,6 +177,30 @@ bool check_nonfinite(NonfinitePolicy policy, bool& warned, const std::string& pa
   return false;
 }
 
+// Token ids must index the embedding: a negative id or one at or past the vocabulary would read
+// out of bounds (a crash on the CPU, a device-side assert on the GPU).
+void check_token_ids(const std::string& path, const std::string& x_name, std::int64_t row, const std::int64_t* ids,
+                     std::size_t count, std::int64_t vocab_size) {
+  const std::int64_t limit = vocab_size > 0 ? vocab_size : std::numeric_limits<std::int64_t>::max();
+  const std::int64_t* bad = std::find_if(ids, ids + count, [&](std::int64_t id) { return id < 0 || id >= limit; });
+  if (bad == ids + count) return;
+  throw UsageError(
+      fmt::format("'{}': dataset '{}' sample {} holds token id {} at position {}, outside [0, {}) set by "
+                  "--vocab-size {}",
+                  path, x_name, row, *bad, bad - ids, vocab_size, vocab_size));
+}
+
+// A sample's label values as float32 (regression targets).
+void labels_to_float(SampleType type, const unsigned char* source, float* target, std::size_t count) {
+  if (type == SampleType::F32) {
+    std::memcpy(target, source, count * sizeof(float));
+  } else if (type == SampleType::F64) {
+    convert_to_float<double>(source, target, count);
+  } else {
+    convert_to_float<std::int64_t>(source, target, count);
+  }
+}
+
 }  // namespace
 
 struct H5Reader::OpenShards {
@@ -155,12 +212,13 @@ struct H5Reader::OpenShards {
     H5Handle x_stored_type;  // what read_stored() asks for: x's own type in native byte order
     H5Handle y_stored_type;
     ConvertFn convert = nullptr;
-    bool x_chunked = false;  // the layout of x, for h5_read_rows
+    ConvertIdsFn convert_ids = nullptr;  // integer inputs only
+    bool x_chunked = false;              // the layout of x, for h5_read_rows
     bool warned_nonfinite = false;
     std::vector<bool> finite;            // rows checked and found finite, not checked again in later epochs
     std::unique_ptr<DirectRows> direct;  // null: x is read through HDF5
-    // The shard's labels in y_stored_type, read whole on opening (8 bytes a sample): per-row label
-    // reads through HDF5 would cost more than the rows themselves.
+    // The shard's labels in y_stored_type, read whole on opening (label_numel values a sample):
+    // per-row label reads through HDF5 would cost more than the rows themselves.
     std::vector<unsigned char> labels;
   };
   std::vector<Shard> shards;
@@ -179,16 +237,18 @@ void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number, std
   Shard shard;
   shard.file = h5_open_read_only(path);
   shard.x = open_dataset(shard.file.get(), path, index.x_name, batch_size);
-  shard.y = open_dataset(shard.file.get(), path, index.y_name, batch_size);
+  if (index.has_labels()) shard.y = open_dataset(shard.file.get(), path, index.y_name, batch_size);
 
   // The index was made by a scan that may be old (or from another rank's view of the filesystem).
   const auto x_dims = h5_dims(shard.x.get());
-  const auto y_dims = h5_dims(shard.y.get());
   std::vector<hsize_t> expected_sample(index.sample_shape.begin(), index.sample_shape.end());
+  std::vector<hsize_t> expected_label(index.label_shape.begin(), index.label_shape.end());
   const auto wanted = static_cast<hsize_t>(index.shards[number].num_samples);
-  if (x_dims.size() != expected_sample.size() + 1 ||
-      !std::equal(expected_sample.begin(), expected_sample.end(), x_dims.begin() + 1) || x_dims[0] < wanted ||
-      y_dims.size() != 1 || y_dims[0] < wanted)
+  const auto fits = [wanted](const std::vector<hsize_t>& dims, const std::vector<hsize_t>& per_sample) {
+    return dims.size() == per_sample.size() + 1 && std::equal(per_sample.begin(), per_sample.end(), dims.begin() + 1) &&
+           dims[0] >= wanted;
+  };
+  if (!fits(x_dims, expected_sample) || (index.has_labels() && !fits(h5_dims(shard.y.get()), expected_label)))
     throw UsageError(
         fmt::format("'{}' changed since it was scanned: datasets '{}'/'{}' no longer hold {} samples of "
                     "the indexed shape",
@@ -205,6 +265,7 @@ void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number, std
   shard.x_stored_type = h5_memory_type(index.sample_type);
   shard.y_stored_type = h5_memory_type(index.label_type);
   shard.convert = converter_for(shard.x_float_type.get());
+  shard.convert_ids = id_converter_for(shard.x_stored_type.get());
   if (shard.convert == nullptr)
     throw UsageError(fmt::format("'{}': dataset '{}' has unsupported element type {}", path, index.x_name,
                                  h5_type_name(file_type.get())));
@@ -213,9 +274,14 @@ void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number, std
   shard.x_chunked = x_dcpl && H5Pget_layout(x_dcpl.get()) == H5D_CHUNKED;
   shard.direct = DirectRows::open(shard.file.get(), shard.x.get(), shard.x_stored_type.get(), path);
 
-  shard.labels.resize(static_cast<std::size_t>(wanted) * sample_type_size(index.label_type));
+  if (!index.has_labels()) {
+    shards[number] = std::move(shard);
+    return;
+  }
+  const auto label_values = wanted * static_cast<hsize_t>(index.label_numel());
+  shard.labels.resize(label_values * sample_type_size(index.label_type));
   H5Handle y_file = h5_select_run(shard.y.get(), 0, wanted);
-  H5Handle y_memory(H5Screate_simple(1, &wanted, nullptr));
+  H5Handle y_memory(H5Screate_simple(1, &label_values, nullptr));
   if (!y_file || !y_memory ||
       H5Dread(shard.y.get(), shard.y_stored_type.get(), y_memory.get(), y_file.get(), H5P_DEFAULT,
               shard.labels.data()) < 0)
@@ -239,25 +305,45 @@ void H5Reader::read(std::span<const std::int64_t> indices, float* x_out, std::in
   if (y_out != nullptr && !index_.has_class_labels())
     throw Error(fmt::format("H5Reader: dataset '{}' holds {} values, not integer labels (internal error)",
                             index_.y_name, sample_type_name(index_.label_type)));
-  read_rows(indices, /*stored=*/false, x_out, y_out);
+  read_rows(indices, InputForm::Float, LabelForm::Class, x_out, y_out);
+}
+
+void H5Reader::read_targets(std::span<const std::int64_t> indices, float* x_out, float* targets_out) {
+  if (!index_.has_labels()) throw Error("H5Reader: the data has no label dataset (internal error)");
+  read_rows(indices, InputForm::Float, LabelForm::Float, x_out, targets_out);
+}
+
+void H5Reader::read_tokens(std::span<const std::int64_t> indices, std::int64_t* tokens_out) {
+  if (is_float_type(index_.sample_type))
+    throw Error(fmt::format("H5Reader: dataset '{}' holds {} values, not token ids (internal error)", index_.x_name,
+                            sample_type_name(index_.sample_type)));
+  read_rows(indices, InputForm::Ids, LabelForm::Class, tokens_out, nullptr);
 }
 
 void H5Reader::read_stored(std::span<const std::int64_t> indices, void* x_out, void* y_out) {
-  read_rows(indices, /*stored=*/true, x_out, y_out);
+  read_rows(indices, InputForm::Stored, LabelForm::Stored, x_out, y_out);
 }
 
-void H5Reader::read_rows(std::span<const std::int64_t> indices, bool stored, void* x_out, void* y_out) {
+void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form, LabelForm y_form, void* x_out,
+                         void* y_out) {
   if (indices.empty()) return;
   const std::int64_t total = index_.num_samples();
   const auto numel = static_cast<std::size_t>(index_.sample_numel());
-  const std::size_t x_out_bytes = stored ? sample_type_size(index_.sample_type) : sizeof(float);
-  const std::size_t y_out_bytes = stored ? sample_type_size(index_.label_type) : sizeof(std::int64_t);
+  const bool stored = x_form == InputForm::Stored;
+  const bool ids = x_form == InputForm::Ids;
+  const std::size_t x_out_bytes = stored ? sample_type_size(index_.sample_type)
+                                  : ids  ? sizeof(std::int64_t)
+                                         : sizeof(float);
+  const auto label_numel = static_cast<std::size_t>(index_.label_numel());
+  const std::size_t label_bytes = label_numel * sample_type_size(index_.label_type);
+  const std::size_t y_out_bytes = y_form == LabelForm::Float ? label_numel * sizeof(float) : label_bytes;
   const bool check_finite =
-      !stored && is_float_type(index_.sample_type) && options_.nonfinite != NonfinitePolicy::Ignore;
-  // Float32 inputs and stored reads need no conversion: direct reads put them straight in place.
-  const bool in_place = stored || index_.sample_type == SampleType::F32;
+      x_form == InputForm::Float && is_float_type(index_.sample_type) && options_.nonfinite != NonfinitePolicy::Ignore;
+  // Float32 inputs, int64 ids and stored reads need no conversion: direct reads put them in place.
+  const bool in_place = stored || (x_form == InputForm::Float && index_.sample_type == SampleType::F32) ||
+                        (ids && index_.sample_type == SampleType::I64);
   // HDF5 widens float16 to float for read(); the direct reads move bytes only.
-  const bool direct_allowed = stored || index_.sample_type != SampleType::F16;
+  const bool direct_allowed = x_form != InputForm::Float || index_.sample_type != SampleType::F16;
   const std::size_t row_bytes = numel * (direct_allowed ? sample_type_size(index_.sample_type) : sizeof(float));
 
   std::vector<Request> requests;
@@ -279,6 +365,9 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, bool stored, voi
     if (!finite && !shard.warned_nonfinite)
       finite = check_nonfinite(options_.nonfinite, shard.warned_nonfinite, path, index_.x_name, row,
                                static_cast<const float*>(values), numel);
+  };
+  const auto check_ids = [&](const std::string& path, std::int64_t row, const void* values) {
+    check_token_ids(path, index_.x_name, row, static_cast<const std::int64_t*>(values), numel, options_.vocab_size);
   };
   const auto x_target = [&](const Request& r) {
     return static_cast<unsigned char*>(x_out) + r.out * numel * x_out_bytes;
@@ -326,8 +415,8 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, bool stored, voi
     if (!direct) {
       open_->x_rows.resize(rows.size() * row_bytes);
       std::lock_guard h5_lock(hdf5_mutex());
-      if (!h5_read_rows(shard.x.get(), shard.x_chunked, stored ? shard.x_stored_type.get() : shard.x_float_type.get(),
-                        rows, row_bytes, open_->x_rows.data()))
+      const hid_t memory_type = x_form == InputForm::Float ? shard.x_float_type.get() : shard.x_stored_type.get();
+      if (!h5_read_rows(shard.x.get(), shard.x_chunked, memory_type, rows, row_bytes, open_->x_rows.data()))
         throw UsageError(fmt::format("cannot read {} samples from '{}' (dataset '{}'): {}", rows.size(), path,
                                      index_.x_name, h5_take_error()));
     }
@@ -339,14 +428,21 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, bool stored, voi
         if (i > 0 && slots[i] == slots[i - 1]) std::memcpy(target, x_target(group[i - 1]), row_bytes);
       } else if (stored) {
         std::memcpy(target, open_->x_rows.data() + slots[i] * row_bytes, row_bytes);
+      } else if (ids) {
+        shard.convert_ids(open_->x_rows.data() + slots[i] * row_bytes, reinterpret_cast<std::int64_t*>(target), numel);
       } else {
         shard.convert(open_->x_rows.data() + slots[i] * row_bytes, reinterpret_cast<float*>(target), numel);
       }
-      if (check_finite && !checked_here && (i == 0 || slots[i] != slots[i - 1]))
-        check(shard, path, group[i].row, target);
-      if (y_out != nullptr)
-        std::memcpy(static_cast<unsigned char*>(y_out) + group[i].out * y_out_bytes,
-                    shard.labels.data() + static_cast<std::size_t>(group[i].row) * y_out_bytes, y_out_bytes);
+      const bool first_of_row = i == 0 || slots[i] != slots[i - 1];
+      if (check_finite && !checked_here && first_of_row) check(shard, path, group[i].row, target);
+      if (ids && first_of_row) check_ids(path, group[i].row, target);
+      if (y_out == nullptr) continue;
+      const unsigned char* label = shard.labels.data() + static_cast<std::size_t>(group[i].row) * label_bytes;
+      unsigned char* label_target = static_cast<unsigned char*>(y_out) + group[i].out * y_out_bytes;
+      if (y_form == LabelForm::Float)
+        labels_to_float(index_.label_type, label, reinterpret_cast<float*>(label_target), label_numel);
+      else
+        std::memcpy(label_target, label, label_bytes);
     }
     begin = end;
   }

@@ -34,10 +34,9 @@ std::optional<SampleType> sample_type_of(hid_t type) {
     case H5T_INTEGER: {
       const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
       if (size == 1) return is_signed ? SampleType::I8 : SampleType::U8;
-      if (!is_signed) return std::nullopt;
-      if (size == 2) return SampleType::I16;
-      if (size == 4) return SampleType::I32;
-      if (size == 8) return SampleType::I64;
+      if (size == 2) return is_signed ? SampleType::I16 : SampleType::U16;
+      if (size == 4) return is_signed ? SampleType::I32 : SampleType::U32;
+      if (size == 8) return is_signed ? SampleType::I64 : SampleType::U64;
       return std::nullopt;
     }
     case H5T_FLOAT:
@@ -55,6 +54,12 @@ H5Handle h5_memory_type(SampleType type) {
   switch (type) {
     case SampleType::U8:
       return copy_type(H5T_NATIVE_UINT8);
+    case SampleType::U16:
+      return copy_type(H5T_NATIVE_UINT16);
+    case SampleType::U32:
+      return copy_type(H5T_NATIVE_UINT32);
+    case SampleType::U64:
+      return copy_type(H5T_NATIVE_UINT64);
     case SampleType::I8:
       return copy_type(H5T_NATIVE_INT8);
     case SampleType::I16:
@@ -78,6 +83,12 @@ H5Handle h5_file_type(SampleType type) {
   switch (type) {
     case SampleType::U8:
       return copy_type(H5T_STD_U8LE);
+    case SampleType::U16:
+      return copy_type(H5T_STD_U16LE);
+    case SampleType::U32:
+      return copy_type(H5T_STD_U32LE);
+    case SampleType::U64:
+      return copy_type(H5T_STD_U64LE);
     case SampleType::I8:
       return copy_type(H5T_STD_I8LE);
     case SampleType::I16:

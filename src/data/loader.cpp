@@ -17,9 +17,14 @@ Loader::Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t
       indices_(std::move(indices)),
       batch_size_(batch_size),
       capacity_(static_cast<std::size_t>(std::max(1, options.prefetch_batches))),
-      transform_(options.transforms, reader.index()),
+      transform_(options.content == BatchContent::Tokens ? BatchTransform()
+                                                         : BatchTransform(options.transforms, reader.index())),
+      content_(options.content),
       before_batch_(std::move(options.before_batch)) {
   if (batch_size_ < 1) throw UsageError(fmt::format("--batch-size must be at least 1, got {}", batch_size_));
+  if (content_ == BatchContent::Tokens && options.transforms.feature_stats)
+    throw UsageError(fmt::format("--feature-stats '{}': token ids are not normalised; drop it for --task lm",
+                                 options.transforms.feature_stats->path));
   const auto count = static_cast<std::int64_t>(indices_.size());
   num_batches_ = (count + batch_size_ - 1) / batch_size_;
   // Started last: every member the thread touches is initialised by now.
@@ -55,10 +60,7 @@ void Loader::run() {
       batch.shape.push_back(size);
       batch.shape.insert(batch.shape.end(), sample_shape.begin(), sample_shape.end());
       batch.ids.assign(indices_.begin() + first, indices_.begin() + first + size);
-      batch.x.resize(static_cast<std::size_t>(size) * sample_numel);
-      batch.y.resize(static_cast<std::size_t>(size));
-      reader_.read(batch.ids, batch.x.data(), batch.y.data());
-      transform_.apply(batch.x.data(), size);
+      read_batch(batch, sample_numel);
       {
         std::lock_guard lock(mutex_);
         ready_.push_back(std::move(batch));
@@ -74,6 +76,31 @@ void Loader::run() {
     finished_ = true;
   }
   changed_.notify_all();
+}
+
+void Loader::read_batch(HostBatch& batch, std::size_t sample_numel) {
+  const auto size = static_cast<std::size_t>(batch.size);
+  switch (content_) {
+    case BatchContent::ClassLabels:
+      batch.x.resize(size * sample_numel);
+      batch.y.resize(size);
+      reader_.read(batch.ids, batch.x.data(), batch.y.data());
+      break;
+    case BatchContent::Targets: {
+      const auto& label_shape = reader_.index().label_shape;
+      batch.target_shape.assign(1, batch.size);
+      batch.target_shape.insert(batch.target_shape.end(), label_shape.begin(), label_shape.end());
+      batch.x.resize(size * sample_numel);
+      batch.targets.resize(size * static_cast<std::size_t>(reader_.index().label_numel()));
+      reader_.read_targets(batch.ids, batch.x.data(), batch.targets.data());
+      break;
+    }
+    case BatchContent::Tokens:
+      batch.tokens.resize(size * sample_numel);
+      reader_.read_tokens(batch.ids, batch.tokens.data());
+      return;
+  }
+  transform_.apply(batch.x.data(), batch.size);
 }
 
 std::optional<HostBatch> Loader::next() {

@@ -83,9 +83,16 @@ ShardWriter::ShardWriter(std::string path, std::int64_t num_samples, const Shard
   std::vector<hsize_t> dims{static_cast<hsize_t>(num_samples_)};
   dims.insert(dims.end(), layout.sample_shape.begin(), layout.sample_shape.end());
   x_ = create_dataset(file_.get(), layout.x_name, layout.x_type, dims, x_row_bytes_, layout.gzip_level, path_);
-  y_ = create_dataset(file_.get(), layout.y_name, layout.y_type, {dims[0]}, sample_type_size(layout.y_type),
-                      layout.gzip_level, path_);
   x_memory_type_ = h5_memory_type(layout.x_type);
+  if (layout.y_name.empty()) return;
+  std::vector<hsize_t> y_dims{dims[0]};
+  std::size_t label_numel = 1;
+  for (const auto d : layout.label_shape) {
+    y_dims.push_back(static_cast<hsize_t>(d));
+    label_numel *= static_cast<std::size_t>(d);
+  }
+  y_ = create_dataset(file_.get(), layout.y_name, layout.y_type, y_dims, label_numel * sample_type_size(layout.y_type),
+                      layout.gzip_level, path_);
   y_memory_type_ = h5_memory_type(layout.y_type);
 }
 
@@ -106,7 +113,7 @@ void ShardWriter::write(std::int64_t first, std::int64_t rows, const void* x, co
                             num_samples_, path_));
   std::lock_guard lock(hdf5_mutex());
   write_rows(x_.get(), x_memory_type_.get(), static_cast<hsize_t>(first), static_cast<hsize_t>(rows), x);
-  write_rows(y_.get(), y_memory_type_.get(), static_cast<hsize_t>(first), static_cast<hsize_t>(rows), y);
+  if (y_) write_rows(y_.get(), y_memory_type_.get(), static_cast<hsize_t>(first), static_cast<hsize_t>(rows), y);
   rows_written_ += rows;
 }
 

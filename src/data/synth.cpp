@@ -1,8 +1,10 @@
-// Synthetic data: classification (Gaussian class prototypes plus per-sample noise) or regression
-// (a noisy linear function of Gaussian inputs), written as HDF5 shards through ShardWriter.
+// Synthetic data: classification (Gaussian class prototypes plus per-sample noise), regression
+// (k noisy linear functions of Gaussian inputs) or token sequences (a sparse Markov chain), written
+// as HDF5 shards through ShardWriter.
 #include "mnddp/data/synth.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -39,13 +41,36 @@ void validate(const SynthOptions& o) {
     if (d < 1) throw UsageError(fmt::format("--shape: every dimension must be at least 1, got {}", d));
   if (o.task == SynthTask::Classification && o.num_classes < 2)
     throw UsageError(fmt::format("--classes must be at least 2, got {}", o.num_classes));
+  if (o.task == SynthTask::Regression && o.targets < 1)
+    throw UsageError(fmt::format("--targets must be at least 1, got {}", o.targets));
+  if (o.task == SynthTask::Lm) {
+    if (o.vocab < kSynthSuccessors + 1 || o.vocab > (1 << 24))
+      throw UsageError(fmt::format("--vocab must be in [{}, {}], got {}", kSynthSuccessors + 1, 1 << 24, o.vocab));
+    if (o.shape.size() != 1 || o.shape[0] < 2)
+      throw UsageError(fmt::format("--shape: token sequences need one dimension of at least 2 tokens, got [{}]",
+                                   fmt::join(o.shape, ", ")));
+  }
   if (!(o.noise >= 0.0)) throw UsageError(fmt::format("--noise must be at least 0, got {}", o.noise));
   if (o.x_name.empty() || o.y_name.empty() || o.x_name == o.y_name)
     throw UsageError(fmt::format("--x-name '{}' and --y-name '{}' must be distinct and non-empty", o.x_name, o.y_name));
 }
 
-// Classification: one prototype per class. Regression: one weight vector.
-int prototype_count(const SynthOptions& o) { return o.task == SynthTask::Classification ? o.num_classes : 1; }
+// The generator's fixed part, drawn once. Classification: one prototype per class [classes, numel].
+// Regression: one weight vector per target [targets, numel]. Lm: each token's successors
+// [vocab, kSynthSuccessors], stored as floats.
+std::size_t prototype_count(const SynthOptions& o, std::size_t numel) {
+  switch (o.task) {
+    case SynthTask::Classification:
+      return static_cast<std::size_t>(o.num_classes) * numel;
+    case SynthTask::Regression:
+      return static_cast<std::size_t>(o.targets) * numel;
+    case SynthTask::Lm:
+      return static_cast<std::size_t>(o.vocab) * kSynthSuccessors;
+  }
+  return 0;
+}
+
+SampleType token_type(const SynthOptions& o) { return o.vocab <= 65536 ? SampleType::U16 : SampleType::U32; }
 
 std::string shard_name(const std::string& split, int number, int count) {
   const int width = std::max<int>(3, static_cast<int>(std::to_string(count - 1).size()));
@@ -69,7 +94,8 @@ void clear_earlier_output(const fs::path& dir, bool overwrite) {
 
 // Draws one block of samples in sample order from `rng` (so a different split into files gives
 // the same samples). Classification: a uniform label and its prototype plus noise. Regression:
-// standard normal inputs and y = <w, x> / sqrt(numel) + noise, with w the first "prototype".
+// standard normal inputs and y_j = <w_j, x> / sqrt(numel) + noise. Lm: a uniform first token, then
+// each token one of its predecessor's successors (x holds the ids).
 void draw_block(const SynthOptions& o, const std::vector<float>& prototypes, std::size_t numel, hsize_t rows,
                 std::mt19937_64& rng, detail::NormalSource& normal, std::vector<float>& x,
                 std::vector<std::int64_t>& labels, std::vector<float>& targets) {
@@ -82,27 +108,41 @@ void draw_block(const SynthOptions& o, const std::vector<float>& prototypes, std
       labels.push_back(label);
       const float* prototype = prototypes.data() + static_cast<std::size_t>(label) * numel;
       for (std::size_t i = 0; i < numel; ++i) sample[i] = prototype[i] + static_cast<float>(o.noise * normal.next(rng));
-    } else {
-      double dot = 0.0;
-      for (std::size_t i = 0; i < numel; ++i) {
-        sample[i] = static_cast<float>(normal.next(rng));
-        dot += static_cast<double>(prototypes[i]) * sample[i];
+    } else if (o.task == SynthTask::Regression) {
+      for (std::size_t i = 0; i < numel; ++i) sample[i] = static_cast<float>(normal.next(rng));
+      for (int j = 0; j < o.targets; ++j) {
+        const float* weights = prototypes.data() + static_cast<std::size_t>(j) * numel;
+        double dot = 0.0;
+        for (std::size_t i = 0; i < numel; ++i) dot += static_cast<double>(weights[i]) * sample[i];
+        targets.push_back(static_cast<float>(dot / std::sqrt(static_cast<double>(numel)) + o.noise * normal.next(rng)));
       }
-      targets.push_back(static_cast<float>(dot / std::sqrt(static_cast<double>(numel)) + o.noise * normal.next(rng)));
+    } else {
+      auto token = detail::bounded_random(rng, static_cast<std::uint64_t>(o.vocab));
+      for (std::size_t i = 0; i < numel; ++i) {
+        sample[i] = static_cast<float>(token);
+        const auto pick = detail::bounded_random(rng, kSynthSuccessors);
+        token = static_cast<std::uint64_t>(prototypes[token * kSynthSuccessors + pick]);
+      }
     }
   }
 }
 
+// Token ids (held as exact floats below 2^24) in the shard's integer type.
+template <typename T>
+std::vector<T> as_tokens(const std::vector<float>& x) {
+  return std::vector<T>(x.begin(), x.end());
+}
+
 // Writes one shard of `count` samples, drawing from `rng` in sample order.
 void write_shard(const std::string& path, const SynthOptions& o, const std::vector<float>& prototypes,
-                 std::int64_t count, std::mt19937_64& rng, detail::NormalSource& normal) {
-  const auto numel = static_cast<std::size_t>(prototypes.size() / static_cast<std::size_t>(prototype_count(o)));
+                 std::size_t numel, std::int64_t count, std::mt19937_64& rng, detail::NormalSource& normal) {
   ShardLayout layout;
   layout.x_name = o.x_name;
-  layout.y_name = o.y_name;
-  layout.x_type = SampleType::F32;
+  layout.y_name = o.task == SynthTask::Lm ? std::string() : o.y_name;
+  layout.x_type = o.task == SynthTask::Lm ? token_type(o) : SampleType::F32;
   layout.sample_shape = o.shape;
   layout.y_type = o.task == SynthTask::Classification ? SampleType::I64 : SampleType::F32;
+  if (o.task == SynthTask::Regression && o.targets > 1) layout.label_shape = {o.targets};
   ShardWriter writer(path, count, layout);
 
   const auto block_rows = static_cast<hsize_t>(
@@ -115,10 +155,18 @@ void write_shard(const std::string& path, const SynthOptions& o, const std::vect
     labels.clear();
     targets.clear();
     draw_block(o, prototypes, numel, rows, rng, normal, x, labels, targets);
-    writer.write(static_cast<std::int64_t>(first), static_cast<std::int64_t>(rows), x.data(),
-                 o.task == SynthTask::Classification ? static_cast<const void*>(labels.data()) : targets.data());
+    const auto at = static_cast<std::int64_t>(first);
+    const auto n = static_cast<std::int64_t>(rows);
+    if (o.task == SynthTask::Lm && layout.x_type == SampleType::U16)
+      writer.write(at, n, as_tokens<std::uint16_t>(x).data(), nullptr);
+    else if (o.task == SynthTask::Lm)
+      writer.write(at, n, as_tokens<std::uint32_t>(x).data(), nullptr);
+    else
+      writer.write(at, n, x.data(),
+                   o.task == SynthTask::Classification ? static_cast<const void*>(labels.data()) : targets.data());
   }
   if (o.task == SynthTask::Classification) writer.write_attribute("num_classes", std::int64_t{o.num_classes});
+  if (o.task == SynthTask::Lm) writer.write_attribute("vocab_size", std::int64_t{o.vocab});
   writer.write_attribute("mnddp_synth_seed", static_cast<std::int64_t>(o.seed));
   writer.write_attribute("mnddp_synth_noise", o.noise);
   writer.commit();
@@ -126,14 +174,14 @@ void write_shard(const std::string& path, const SynthOptions& o, const std::vect
 
 // Writes `total` samples as `shards` files named <split>_NNN.h5 of near-equal size.
 void write_split(const std::string& split, std::int64_t total, int shards, std::uint64_t stream, const SynthOptions& o,
-                 const std::vector<float>& prototypes, std::vector<std::string>& written) {
+                 const std::vector<float>& prototypes, std::size_t numel, std::vector<std::string>& written) {
   std::mt19937_64 rng(detail::mix_seed(o.seed, stream));
   detail::NormalSource normal;
   for (int s = 0; s < shards; ++s) {
     const std::int64_t begin = total * s / shards;
     const std::int64_t end = total * (s + 1) / shards;
     const std::string path = (fs::path(o.out_dir) / shard_name(split, s, shards)).string();
-    write_shard(path, o, prototypes, end - begin, rng, normal);
+    write_shard(path, o, prototypes, numel, end - begin, rng, normal);
     written.push_back(path);
   }
 }
@@ -150,17 +198,20 @@ std::vector<std::string> write_synthetic_dataset(const SynthOptions& options) {
 
   std::size_t numel = 1;
   for (auto d : options.shape) numel *= static_cast<std::size_t>(d);
-  std::vector<float> prototypes(numel * static_cast<std::size_t>(prototype_count(options)));
+  std::vector<float> prototypes(prototype_count(options, numel));
   std::mt19937_64 rng(detail::mix_seed(options.seed, kPrototypeStream));
   detail::NormalSource normal;
-  for (auto& value : prototypes) value = static_cast<float>(normal.next(rng));
+  for (auto& value : prototypes)
+    value = options.task == SynthTask::Lm
+                ? static_cast<float>(detail::bounded_random(rng, static_cast<std::uint64_t>(options.vocab)))
+                : static_cast<float>(normal.next(rng));
 
   std::vector<std::string> written;
-  write_split("train", options.train_samples, options.shards, kTrainStream, options, prototypes, written);
+  write_split("train", options.train_samples, options.shards, kTrainStream, options, prototypes, numel, written);
   if (options.val_samples > 0) {
     const auto val_shards =
         static_cast<int>(std::min<std::int64_t>(std::max(1, options.shards / 2), options.val_samples));
-    write_split("val", options.val_samples, val_shards, kValStream, options, prototypes, written);
+    write_split("val", options.val_samples, val_shards, kValStream, options, prototypes, numel, written);
   }
   return written;
 }

@@ -37,8 +37,8 @@ void MetricsWriter::write(const StepMetrics& m) {
 
 void MetricsWriter::write(const EvalMetrics& m) {
   if (!enabled()) return;
-  const nlohmann::json line = {{"kind", "eval"}, {"step", m.step},         {"epoch", m.epoch},
-                               {"loss", m.loss}, {"accuracy", m.accuracy}, {"samples", m.samples}};
+  nlohmann::json line = {{"kind", "eval"}, {"step", m.step}, {"epoch", m.epoch}, {"samples", m.samples}};
+  for (const auto& metric : m.metrics) line[metric.name] = metric.value;
   out_ << line.dump() << '\n' << std::flush;
 }
 

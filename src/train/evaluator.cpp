@@ -1,8 +1,8 @@
-// Validation accuracy and loss, exact across ranks.
+// Validation metrics, exact across ranks: the task's per-batch sums stay on the device until the
+// end, then one all-reduce in float64.
 #include "mnddp/train/evaluator.hpp"
 
 #include <ATen/ATen.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
 #include "mnddp/amp/autocast.hpp"
@@ -11,37 +11,32 @@
 
 namespace mnddp {
 
-Evaluator::Evaluator(H5Reader& reader, const RankInfo& rank, Communicator& control, EvaluatorOptions options)
-    : reader_(reader), rank_(rank), control_(control), options_(std::move(options)) {}
+Evaluator::Evaluator(H5Reader& reader, const Task& task, const RankInfo& rank, Communicator& control,
+                     EvaluatorOptions options)
+    : reader_(reader), task_(task), rank_(rank), control_(control), options_(std::move(options)) {}
 
-EvalResult Evaluator::run(Classifier& model) {
-  namespace F = torch::nn::functional;
+EvalResult Evaluator::run(Model& model) {
   torch::NoGradGuard no_grad;
   model.eval();
   const auto indices = eval_indices(reader_.index().num_samples(), rank_.world_size, rank_.rank);
-  // Sums over this rank's share; every sample of the validation set is counted exactly once.
-  double totals[3] = {0.0, 0.0, 0.0};  // correct, loss sum, samples
-  Loader loader(reader_, indices, options_.batch_size, options_.loading);
+  at::Tensor sums = at::zeros({task_.num_sums()}, at::TensorOptions(at::kDouble).device(options_.device));
+  LoaderOptions loading = options_.loading;
+  loading.content = task_.content();
+  Loader loader(reader_, indices, options_.batch_size, loading);
   while (auto batch = loader.next()) {
-    const DeviceBatch on_device = to_device(*batch, options_.device);
-    at::Tensor logits;
+    const TaskBatch io = task_.split(to_device(*batch, options_.device));
+    at::Tensor output;
     {
       AutocastScope autocast(options_.amp, options_.device.type());
-      logits = model.forward(on_device.x);
+      output = model.forward(io.input);
     }
-    logits = logits.to(at::kFloat);
-    totals[0] += logits.argmax(1).eq(on_device.y).sum().item<double>();
-    totals[1] +=
-        F::cross_entropy(logits, on_device.y, F::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
-    totals[2] += static_cast<double>(batch->size);
+    sums += task_.batch_sums(output, io.target);
   }
-  control_.allreduce(totals, 3, DType::F64, ReduceOp::Sum);
+  const at::Tensor host = sums.cpu().contiguous();
+  std::vector<double> totals(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
+  control_.allreduce(totals.data(), totals.size(), DType::F64, ReduceOp::Sum);
   model.train();
-  EvalResult result;
-  result.samples = static_cast<std::int64_t>(totals[2]);
-  result.accuracy = totals[2] > 0 ? totals[0] / totals[2] : 0.0;
-  result.loss = totals[2] > 0 ? totals[1] / totals[2] : 0.0;
-  return result;
+  return EvalResult{task_.metrics(totals), task_.samples(totals), std::string(task_.headline_metric())};
 }
 
 }  // namespace mnddp

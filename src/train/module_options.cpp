@@ -39,13 +39,27 @@ LoaderOptions loader_options(const TrainingConfig& config) {
   return loading;
 }
 
-ModelSpec model_spec(const TrainingConfig& config, const std::vector<std::int64_t>& sample_shape) {
+TaskOptions task_options(const TrainingConfig& config) {
+  TaskOptions task;
+  task.kind = config.task;
+  task.num_classes = config.num_classes;
+  task.label_smoothing = config.label_smoothing;
+  task.loss = config.loss;
+  task.huber_delta = config.huber_delta;
+  task.vocab_size = config.vocab_size;
+  task.context = config.context;
+  return task;
+}
+
+ModelSpec model_spec(const TrainingConfig& config, const std::vector<std::int64_t>& input_shape, std::int64_t outputs) {
   ModelSpec spec;
   spec.kind = config.model;
-  spec.input_shape = sample_shape;
-  spec.num_classes = config.num_classes;
+  spec.input_shape = input_shape;
+  spec.num_outputs = outputs;
   spec.hidden = config.hidden;
   spec.layers = config.layers;
+  spec.heads = config.heads;
+  spec.tie_embeddings = config.tie_embeddings;
   spec.dropout = config.dropout;
   return spec;
 }

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 
 #include <chrono>
@@ -53,9 +52,10 @@ double peak_gpu_mib(c10::Device device) {
 Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& control, GradientCommWrapper wrap)
     : run_(set_up_training(config, rank, control, std::move(wrap))) {
   const TrainingRun& r = *run_;
-  spdlog::info("model {}: {} parameters; {} training samples in {} shards, sample shape [{}]",
-               choice_name(config.model), parameter_count(*r.model), r.data.train_index.num_samples(),
-               r.data.train_index.shards.size(), fmt::join(r.data.train_index.sample_shape, ", "));
+  spdlog::info("task {}, model {}: {} parameters; {} training samples in {} shards, sample shape [{}]",
+               choice_name(config.task), choice_name(config.model), parameter_count(*r.model),
+               r.data.train_index.num_samples(), r.data.train_index.shards.size(),
+               fmt::join(r.data.train_index.sample_shape, ", "));
   spdlog::info("global batch {} = {} ranks x {} x {} accumulation; {} steps per epoch, {} steps in all",
                config.batch_size * rank.world_size * config.grad_accum_steps, rank.world_size, config.batch_size,
                config.grad_accum_steps, r.data.steps.steps_per_epoch, r.data.steps.total_steps);
@@ -172,14 +172,14 @@ double Trainer::train_step(Loader& loader, std::int64_t step, double lr) {
 
 double Trainer::forward_backward(const DeviceBatch& batch, std::int64_t step, bool synchronise) {
   TrainingRun& r = *run_;
-  namespace F = torch::nn::functional;
   std::optional<DistributedDataParallel::NoSync> local_only;
   if (!synchronise) local_only.emplace(r.ddp->reducer());
   r.ddp->before_forward();
   at::Tensor loss;
   {
+    const TaskBatch io = r.task->split(batch);
     AutocastScope autocast(r.config.amp, r.device.device.type());
-    loss = F::cross_entropy(r.model->forward(batch.x).to(at::kFloat), batch.y);
+    loss = r.task->loss(r.model->forward(io.input), io.target);
   }
   if (r.faults.poisons_loss(step)) loss = loss * std::numeric_limits<float>::quiet_NaN();
   at::Tensor scaled = r.ddp->scale_loss(r.scaler->scale(loss / r.config.grad_accum_steps));
@@ -212,8 +212,8 @@ void Trainer::evaluate(std::int64_t step, std::int64_t epoch, TrainResult& resul
   const EvalResult eval = r.evaluator->run(*r.model);
   r.log->report(step, epoch, eval);
   result.evaluated = true;
-  result.val_accuracy = eval.accuracy;
-  result.val_loss = eval.loss;
+  result.val_metrics = eval.metrics;
+  result.val_headline = eval.headline;
   result.val_samples = eval.samples;
 }
 

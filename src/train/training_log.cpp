@@ -1,6 +1,7 @@
 // Interval metrics and validation results: log lines and the metrics file.
 #include "mnddp/train/training_log.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "mnddp/comm/collective_tracker.hpp"
@@ -38,9 +39,11 @@ StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, std::int6
 }
 
 void TrainingLog::report(std::int64_t step, std::int64_t epoch, const EvalResult& result) {
-  spdlog::info("epoch {} step {}: validation accuracy {:.4f}, loss {:.4f} ({} samples)", epoch, step, result.accuracy,
-               result.loss, result.samples);
-  writer_.write(EvalMetrics{step, epoch, result.loss, result.accuracy, result.samples});
+  std::string values;
+  for (const auto& metric : result.metrics)
+    values += fmt::format("{}{} {:.4f}", values.empty() ? "" : ", ", metric.name, metric.value);
+  spdlog::info("epoch {} step {}: validation {} ({} samples)", epoch, step, values, result.samples);
+  writer_.write(EvalMetrics{step, epoch, result.metrics, result.samples});
 }
 
 }  // namespace mnddp

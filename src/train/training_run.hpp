@@ -17,6 +17,7 @@
 #include "mnddp/ddp/ddp.hpp"
 #include "mnddp/fault/fault_hooks.hpp"
 #include "mnddp/model/models.hpp"
+#include "mnddp/task/task.hpp"
 #include "mnddp/train/checkpointer.hpp"
 #include "mnddp/train/device.hpp"
 #include "mnddp/train/evaluator.hpp"
@@ -49,7 +50,8 @@ struct TrainingRun {
   Backend backend = Backend::Mpi;               // what carries gradients
   std::shared_ptr<Communicator> gradient_comm;  // gradient plane: NCCL, or `control` itself
   TrainingData data;
-  std::shared_ptr<Classifier> model;
+  std::unique_ptr<Task> task;  // what the model's output means: loss and metrics
+  std::shared_ptr<Model> model;
   std::unique_ptr<DistributedDataParallel> ddp;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<LossScaler> scaler;    // enabled for --amp fp16

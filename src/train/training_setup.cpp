@@ -15,24 +15,51 @@
 namespace mnddp {
 namespace {
 
+// The largest token id of the training data, when the vocabulary must be derived from it (lm with
+// --vocab-size 0): rank 0 reads every shard and broadcasts; -1 when not needed.
+std::int64_t largest_token_if_needed(const TrainingConfig& config, const ShardIndex& train, Communicator& control) {
+  if (config.task != TaskKind::Lm || config.vocab_size > 0 || is_float_type(train.sample_type)) return -1;
+  std::int64_t largest = -1;
+  on_root_then_agree(control, [&] {
+    spdlog::info("--vocab-size 0: reading every training token to find the largest id (give --vocab-size to skip)");
+    const auto [low, high] = scan_input_range(train);
+    if (low < 0)
+      throw UsageError(
+          fmt::format("--train-data: dataset '{}' holds token id {}; token ids must be at least 0", train.x_name, low));
+    largest = high;
+  });
+  control.broadcast(&largest, 1, DType::I64, 0);
+  return largest;
+}
+
 // Rank 0 scans the shards once; everyone gets the broadcast index. What follows is deterministic
 // given the broadcast metadata, so it fails (or not) on every rank alike.
-TrainingData open_training_data(const TrainingConfig& config, const RankInfo& rank, Communicator& control) {
+TrainingData open_training_data(const TrainingConfig& config, const RankInfo& rank, Communicator& control,
+                                TaskOptions& task) {
   TrainingData data;
-  data.train_index = scan_shards_collective(control, config.train_data, "--train-data", config.x_name, config.y_name);
+  const LabelKind labels = label_kind(config.task);
+  data.train_index =
+      scan_shards_collective(control, config.train_data, "--train-data", config.x_name, config.y_name, labels);
   if (!config.val_data.empty()) {
-    data.val_index = scan_shards_collective(control, config.val_data, "--val-data", config.x_name, config.y_name);
+    data.val_index =
+        scan_shards_collective(control, config.val_data, "--val-data", config.x_name, config.y_name, labels);
     if (data.val_index->sample_shape != data.train_index.sample_shape)
       throw UsageError(fmt::format("--val-data: samples shaped [{}] but the training samples are [{}]",
                                    fmt::join(data.val_index->sample_shape, ", "),
                                    fmt::join(data.train_index.sample_shape, ", ")));
+    if (data.val_index->label_shape != data.train_index.label_shape)
+      throw UsageError(fmt::format("--val-data: targets shaped [{}] per sample but the training targets are [{}]",
+                                   fmt::join(data.val_index->label_shape, ", "),
+                                   fmt::join(data.train_index.label_shape, ", ")));
   }
-  check_label_range(data.train_index, config.num_classes, "--num-classes");
-  if (data.val_index) check_label_range(*data.val_index, config.num_classes, "--num-classes");
+  task = resolve_task_options(task, data.train_index, largest_token_if_needed(config, data.train_index, control));
+  check_task_data(task, data.train_index, "--train-data");
+  if (data.val_index) check_task_data(task, *data.val_index, "--val-data");
   data.sampler = std::make_unique<DistributedSampler>(sampler_options(config, data.train_index, rank));
   data.steps = plan_steps(config, data.sampler->batches_per_epoch());
 
-  const H5ReaderOptions reading = reader_options(config);
+  H5ReaderOptions reading = reader_options(config);
+  reading.vocab_size = task.vocab_size;
   data.train_reader = std::make_unique<H5Reader>(data.train_index, reading);
   if (data.val_index) data.val_reader = std::make_unique<H5Reader>(*data.val_index, reading);
   data.loading = loader_options(config);
@@ -43,10 +70,10 @@ TrainingData open_training_data(const TrainingConfig& config, const RankInfo& ra
 
 // Same seed everywhere for initialisation (then rank 0's weights are broadcast anyway); a per-rank
 // stream afterwards so dropout masks differ between ranks, as their data does.
-std::shared_ptr<Classifier> build_model(const TrainingConfig& config, const TrainingData& data,
-                                        const DeviceChoice& device, const RankInfo& rank) {
+std::shared_ptr<Model> build_model(const TrainingConfig& config, const TrainingData& data, const Task& task,
+                                   const DeviceChoice& device, const RankInfo& rank) {
   torch::manual_seed(static_cast<std::uint64_t>(config.seed));
-  auto model = make_model(model_spec(config, data.train_index.sample_shape));
+  auto model = make_model(model_spec(config, task.input_shape(data.train_index.sample_shape), task.output_size()));
   model->to(device.device);
   torch::manual_seed(static_cast<std::uint64_t>(config.seed) * 1000003ULL + static_cast<std::uint64_t>(rank.rank));
   return model;
@@ -82,8 +109,11 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const
   r.backend = select_gradient_backend(config.backend, r.device.cuda_index(), r.device.visible_gpus, rank, control);
   on_all_then_agree(control, [&] {
     check_device_rules(config, r.device);
-    r.data = open_training_data(config, rank, control);
-    r.model = build_model(config, r.data, r.device, rank);
+    TaskOptions task = task_options(config);
+    r.data = open_training_data(config, rank, control, task);
+    r.task = make_task(task, r.data.train_index);
+    r.data.loading.content = r.task->content();
+    r.model = build_model(config, r.data, *r.task, r.device, rank);
   });
   r.gradient_comm = make_gradient_comm(r.backend, control, r.device.cuda_index(), config.collective_timeout);
   if (wrap) r.gradient_comm = wrap(r.gradient_comm);
@@ -98,7 +128,7 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const
                                         r.start.interval_steps);
   if (r.data.val_reader)
     r.evaluator =
-        std::make_unique<Evaluator>(*r.data.val_reader, rank, control,
+        std::make_unique<Evaluator>(*r.data.val_reader, *r.task, rank, control,
                                     EvaluatorOptions{config.batch_size, config.amp, r.device.device, r.data.loading});
   return run;
 }

@@ -22,6 +22,7 @@ INPUT_DTYPES = [
     ("u1", "u1"), ("i1", "i1"), ("i2", "<i2"), ("i4", "<i4"), ("i8", "<i8"),
     ("f2", "<f2"), ("f4", "<f4"), ("f8", "<f8"),
     ("f4be", ">f4"), ("i4be", ">i4"), ("f8be", ">f8"), ("i2be", ">i2"),
+    ("u2", "<u2"), ("u4", "<u4"), ("u8be", ">u8"),  # token ids (nanoGPT writes uint16)
 ]
 LABEL_DTYPES = ["<i8", "<i4", "u1", ">i8", "<i2"]
 # h5py create_dataset keywords of each layout.
@@ -131,16 +132,17 @@ def make_bad_files(out, rng):
     with h5py.File(os.path.join(out, "matrix_y.h5"), "w") as f:
         f["x"] = good_x
         f["y"] = np.zeros((40, 2), dtype="<i8")
-    add("matrix_y.h5", "dataset 'y' must be a 1-D")
+    # Regression targets [N, 2]: inspect accepts them, classification (--num-classes) does not.
+    add("matrix_y.h5", "dataset 'y' must be a 1-D", stage="labels", num_classes=10)
 
     with h5py.File(os.path.join(out, "empty.h5"), "w") as f:
         f.create_dataset("x", shape=(0,) + SAMPLE_SHAPE, dtype="<f4")
         f.create_dataset("y", shape=(0,), dtype="<i8")
     add("empty.h5", "0 samples (empty shard)")
 
-    write_shard(os.path.join(out, "uint16.h5"), np.arange(good_x.size, dtype="<u2").reshape(good_x.shape), good_y,
-                "chunked")
-    add("uint16.h5", "unsupported element type uint16")
+    # complex64: h5py writes a compound of two floats, which no model input can be.
+    write_shard(os.path.join(out, "complex.h5"), (good_x + 1j * good_x).astype("<c8"), good_y, "chunked")
+    add("complex.h5", "unsupported element type compound")
 
     nan_x = good_x.copy()
     nan_x[7, 1, 2] = np.nan

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "mnddp/config.hpp"
 #include "mnddp/error.hpp"
 #include "test_support.hpp"
@@ -24,10 +26,17 @@ void expect_names_round_trip() {
 }
 
 // Every value of one choice option, set through the command line, comes back from to_ini.
+// `companions`: options a value needs beside it (--model gpt needs --task lm).
 template <Choice E>
-void expect_option_takes_every_value(const std::string& option, E TrainingConfig::*field) {
+void expect_option_takes_every_value(const std::string& option, E TrainingConfig::*field,
+                                     std::function<std::vector<std::string>(E)> companions = {}) {
   for (const auto& [value, name] : ChoiceNames<E>::table) {
-    const TrainingConfig parsed = parse_command_line({"--" + option, std::string(name)}, {}).config;
+    std::vector<std::string> args = {"--" + option, std::string(name)};
+    if (companions) {
+      const auto more = companions(value);
+      args.insert(args.end(), more.begin(), more.end());
+    }
+    const TrainingConfig parsed = parse_command_line(args, {}).config;
     EXPECT_EQ(parsed.*field, value) << option << " " << name;
     EXPECT_EQ(parse_ini_text(to_ini(parsed)), parsed) << option << " " << name;
     EXPECT_NE(help_text().find(std::string(name)), std::string::npos) << name;
@@ -51,6 +60,8 @@ TEST(Choices, EveryEnumRoundTripsThroughItsNames) {
   expect_names_round_trip<OptimizerKind>();
   expect_names_round_trip<LrSchedule>();
   expect_names_round_trip<ModelKind>();
+  expect_names_round_trip<TaskKind>();
+  expect_names_round_trip<RegressionLoss>();
   expect_names_round_trip<LogLevel>();
   expect_names_round_trip<FaultKind>();
 }
@@ -65,7 +76,13 @@ TEST(Choices, EveryChoiceOptionParsesPrintsAndRejectsFromTheSameNames) {
   expect_option_takes_every_value("device", &TrainingConfig::device);
   expect_option_takes_every_value("optimizer", &TrainingConfig::optimizer);
   expect_option_takes_every_value("lr-schedule", &TrainingConfig::lr_schedule);
-  expect_option_takes_every_value("model", &TrainingConfig::model);
+  expect_option_takes_every_value<ModelKind>("model", &TrainingConfig::model, [](ModelKind model) {
+    return model == ModelKind::Gpt ? std::vector<std::string>{"--task", "lm"} : std::vector<std::string>{};
+  });
+  expect_option_takes_every_value<TaskKind>("task", &TrainingConfig::task, [](TaskKind task) {
+    return task == TaskKind::Lm ? std::vector<std::string>{"--model", "gpt"} : std::vector<std::string>{};
+  });
+  expect_option_takes_every_value("loss", &TrainingConfig::loss);
   expect_option_takes_every_value("log-level", &TrainingConfig::log_level);
 }
 
@@ -76,8 +93,9 @@ TEST(Choices, HelpAndReferenceListTheChoices) {
     const bool space = c == ' ' || c == '\n';
     if (!space || help.empty() || help.back() != ' ') help += space ? ' ' : c;
   }
-  for (const char* list : {"(mlp | convnet)", "(sgd | adamw)", "(constant | cosine | step)", "(off | bf16 | fp16)",
-                           "(auto | nccl | mpi)", "(auto | cpu | cuda)", "(none | bf16 | fp16)"})
+  for (const char* list : {"(mlp | convnet | gpt)", "(classification | regression | lm)", "(mse | huber)",
+                           "(sgd | adamw)", "(constant | cosine | step)", "(off | bf16 | fp16)", "(auto | nccl | mpi)",
+                           "(auto | cpu | cuda)", "(none | bf16 | fp16)"})
     EXPECT_NE(help.find(list), std::string::npos) << list;
   const std::string reference = help_markdown();
   EXPECT_NE(reference.find("| `--amp` | `MNDDP_AMP` | off \\| bf16 \\| fp16 |"), std::string::npos) << reference;

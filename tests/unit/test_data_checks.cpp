@@ -77,7 +77,10 @@ TEST(LabelRange, NegativeLabelsAndFloatLabelsAreRefused) {
   const ShardIndex index = scan_shards({dir.file("float.h5")}, "x", "y", LabelKind::Value);
   EXPECT_EQ(index.label_type, SampleType::F32);
   const auto float_message = usage_error_of([&] { check_label_range(index, 5, "--num-classes"); });
-  EXPECT_NE(float_message.find("not integer class labels"), std::string::npos) << float_message;
+  EXPECT_NE(float_message.find("must be a 1-D integer array of class labels in [0, 5) set by --num-classes, found "
+                               "float32 labels per sample"),
+            std::string::npos)
+      << float_message;
 }
 
 TEST(LabelRange, ShardsMustAgreeOnTheLabelType) {

@@ -1,6 +1,7 @@
 // H5Reader: reads samples by global index from the shards of a ShardIndex. Indices are sorted per
 // shard; rows of unfiltered data are read straight from the file into place, others through HDF5 one
-// run of consecutive rows at a time; inputs are converted to float32. Files stay open.
+// run of consecutive rows at a time; inputs are converted to float32 (token ids to int64), labels to
+// int64 classes or float32 targets. Files stay open.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,8 @@ struct H5ReaderOptions {
   // Samples per read() call, when known: the chunk cache of compressed datasets then holds every
   // chunk one batch of consecutive samples touches, so sequential reads decode each chunk once.
   std::int64_t batch_size = 0;
+  // read_tokens(): ids must lie in [0, vocab_size); 0: only negative ids are refused.
+  std::int64_t vocab_size = 0;
 };
 
 class H5Reader {
@@ -38,6 +41,14 @@ class H5Reader {
   // are serialised, and every HDF5 call holds hdf5_mutex(); direct reads do not.
   void read(std::span<const std::int64_t> indices, float* x_out, std::int64_t* y_out);
 
+  // Regression: x as read() does; targets_out gets index().label_numel() float32 values per sample
+  // (integer or float64 targets converted).
+  void read_targets(std::span<const std::int64_t> indices, float* x_out, float* targets_out);
+
+  // Language modelling: integer inputs as int64 token ids (sample_numel per sample), each checked
+  // against H5ReaderOptions::vocab_size (UsageError naming file, dataset, sample and id).
+  void read_tokens(std::span<const std::int64_t> indices, std::int64_t* tokens_out);
+
   // The same samples in their stored element types, native byte order, unchecked: x_out gets
   // sample_numel elements of index().sample_type per sample, y_out (may be null) one element of
   // index().label_type per sample. For tools that copy data without changing it.
@@ -45,7 +56,9 @@ class H5Reader {
 
  private:
   struct OpenShards;
-  void read_rows(std::span<const std::int64_t> indices, bool stored, void* x_out, void* y_out);
+  enum class InputForm { Float, Ids, Stored };    // float32, int64 token ids, or as stored
+  enum class LabelForm { Class, Float, Stored };  // int64 class labels, float32 targets, or as stored
+  void read_rows(std::span<const std::int64_t> indices, InputForm x_form, LabelForm y_form, void* x_out, void* y_out);
 
   ShardIndex index_;
   H5ReaderOptions options_;

@@ -11,8 +11,8 @@
 
 namespace mnddp {
 
-// The SampleType of an HDF5 element type, or nullopt for types we do not read (unsigned
-// 16/32/64-bit, long double, strings, compounds, ...). Byte order does not matter.
+// The SampleType of an HDF5 element type, or nullopt for types we do not read (long double,
+// strings, compounds, enums, ...). Byte order does not matter.
 std::optional<SampleType> sample_type_of(hid_t type);
 
 // The in-memory type for elements of `type`: native byte order. float16 gets an IEEE half in native

@@ -28,15 +28,23 @@ inline bool operator==(const FloatBuffer& a, const std::vector<float>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end());
 }
 
+// What a batch carries besides its ids: float inputs with class labels or with regression targets,
+// or token sequences (their own targets, shifted by one).
+enum class BatchContent { ClassLabels, Targets, Tokens };
+
 struct HostBatch {
-  std::int64_t size = 0;            // samples in this batch
-  std::vector<std::int64_t> shape;  // [size, sample_shape...]
-  FloatBuffer x;
-  std::vector<std::int64_t> y;
+  std::int64_t size = 0;             // samples in this batch
+  std::vector<std::int64_t> shape;   // [size, sample_shape...]
+  FloatBuffer x;                     // ClassLabels, Targets: the (transformed) inputs
+  std::vector<std::int64_t> tokens;  // Tokens: the ids, [size, sample_shape...]
+  std::vector<std::int64_t> y;       // ClassLabels: [size]
+  FloatBuffer targets;               // Targets: [size, label_shape...] as target_shape says
+  std::vector<std::int64_t> target_shape;
   std::vector<std::int64_t> ids;  // global sample indices
 };
 
 struct LoaderOptions {
+  BatchContent content = BatchContent::ClassLabels;
   int prefetch_batches = 4;     // batches kept ready ahead of the consumer (at least 1)
   TransformOptions transforms;  // default: uint8 inputs scaled to [0, 1], nothing else
   // Called on the reading thread before batch b is read; what it throws ends the stream like a read
@@ -52,7 +60,8 @@ class Loader {
   Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t batch_size, LoaderOptions options);
   // Default transforms (uint8 scaled to [0, 1]).
   Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t batch_size, int prefetch_batches)
-      : Loader(reader, std::move(indices), batch_size, LoaderOptions{prefetch_batches, {}, {}}) {}
+      : Loader(reader, std::move(indices), batch_size,
+               LoaderOptions{BatchContent::ClassLabels, prefetch_batches, {}, {}}) {}
   ~Loader();  // stops and joins the thread
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -64,6 +73,7 @@ class Loader {
 
  private:
   void run();
+  void read_batch(HostBatch& batch, std::size_t sample_numel);  // ids and shape already set
 
   H5Reader& reader_;
   std::vector<std::int64_t> indices_;
@@ -71,6 +81,7 @@ class Loader {
   std::size_t capacity_;
   BatchTransform transform_;
   std::int64_t num_batches_;
+  BatchContent content_;
   std::function<void(std::int64_t)> before_batch_;
 
   std::mutex mutex_;

@@ -1,5 +1,6 @@
-// ShardWriter: writes one HDF5 shard (x [n, sample...], y [n]) for the data tools, chunked and
-// optionally gzip-compressed, through a temporary file renamed into place only when complete.
+// ShardWriter: writes one HDF5 shard (x [n, sample...], y [n, label...] unless there is no y) for the
+// data tools, chunked and optionally gzip-compressed, through a temporary file renamed into place
+// only when complete.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +14,12 @@ namespace mnddp {
 
 struct ShardLayout {
   std::string x_name = "x";
-  std::string y_name = "y";
+  std::string y_name = "y";  // empty: no label dataset (token sequences)
   SampleType x_type = SampleType::F32;
   std::vector<std::int64_t> sample_shape;
   SampleType y_type = SampleType::I64;
-  int gzip_level = 0;  // 0: uncompressed; 1-9: gzip at that level, after the byte-shuffle filter
+  std::vector<std::int64_t> label_shape;  // one sample's label: [] for y [n], [k] for y [n, k]
+  int gzip_level = 0;                     // 0: uncompressed; 1-9: gzip at that level, after the byte-shuffle filter
 };
 
 // Throws UsageError naming the first of `paths` that exists, unless `overwrite`: tools check every
@@ -32,7 +34,8 @@ class ShardWriter {
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
 
-  // Rows [first, first + rows): x as layout.x_type and y as layout.y_type, native byte order.
+  // Rows [first, first + rows): x as layout.x_type and y as layout.y_type, native byte order (y is
+  // ignored when the layout has no label dataset).
   void write(std::int64_t first, std::int64_t rows, const void* x, const void* y);
   // A scalar attribute on the file's root (e.g. num_classes).
   void write_attribute(const std::string& name, std::int64_t value);

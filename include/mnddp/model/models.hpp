@@ -1,5 +1,6 @@
-// The model zoo: networks chosen by name from the config. Each maps a batch [N, sample_shape...]
-// to class logits [N, num_classes].
+// The model zoo: networks chosen by name from the config, each sized from one sample's shape and
+// the task's output width. mlp and convnet map float samples [N, sample_shape...] to [N, outputs]
+// (class logits or regression targets); gpt maps token ids [N, T] to next-token logits [N, T, vocab].
 #pragma once
 
 #include <torch/nn/module.h>
@@ -13,24 +14,31 @@
 
 namespace mnddp {
 
-class Classifier : public torch::nn::Module {
+class Model : public torch::nn::Module {
  public:
   virtual at::Tensor forward(at::Tensor x) = 0;
 };
 
 struct ModelSpec {
   ModelKind kind = ModelKind::Mlp;
-  std::vector<std::int64_t> input_shape;  // one sample's shape
-  int num_classes = 10;
-  int hidden = 256;  // MLP width / ConvNet base channels
-  int layers = 2;    // MLP hidden layers / ConvNet blocks
+  std::vector<std::int64_t> input_shape;  // one sample's shape (gpt: [context])
+  std::int64_t num_outputs = 10;          // classes, regression targets, or the vocabulary (gpt)
+  int hidden = 256;                       // MLP width / ConvNet base channels / GPT d_model
+  int layers = 2;                         // MLP hidden layers / ConvNet blocks / GPT blocks
+  int heads = 4;                          // GPT attention heads
   double dropout = 0.0;
-  bool batch_norm = true;  // ConvNet only
+  bool batch_norm = true;      // ConvNet only
+  bool tie_embeddings = true;  // GPT: the output projection is the token embedding's weight
 };
 
-// Throws UsageError for an unknown name or an input shape the model cannot take.
-std::shared_ptr<Classifier> make_model(const ModelSpec& spec);
+// Throws UsageError for an input shape the model cannot take.
+std::shared_ptr<Model> make_model(const ModelSpec& spec);
 
 std::int64_t parameter_count(const torch::nn::Module& module);
+
+// GPT's published count: V·d + C·d (embeddings) + L·(12d² + 13d) (blocks) + 2d (final LayerNorm),
+// plus V·d for an untied output layer. For the test that the implementation matches it.
+std::int64_t gpt_parameter_formula(std::int64_t vocab, std::int64_t context, std::int64_t d_model, std::int64_t layers,
+                                   bool tied);
 
 }  // namespace mnddp

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include "mnddp/task/metric.hpp"
 
 namespace mnddp {
 
@@ -21,8 +24,7 @@ struct StepMetrics {
 struct EvalMetrics {
   std::int64_t step = 0;
   std::int64_t epoch = 0;
-  double loss = 0.0;
-  double accuracy = 0.0;
+  std::vector<Metric> metrics;  // the task's: loss first, then accuracy, r2, perplexity, ...
   std::int64_t samples = 0;
 };
 

@@ -9,8 +9,8 @@
 namespace mnddp {
 
 struct DeviceBatch {
-  at::Tensor x;  // float32 [N, sample_shape...]
-  at::Tensor y;  // int64 [N]
+  at::Tensor x;  // float32 inputs [N, sample_shape...], or int64 token ids [N, T]
+  at::Tensor y;  // int64 class labels [N], float32 targets [N, label_shape...], or undefined (tokens)
 };
 
 // On the CPU the tensors borrow the batch's memory (no copy): keep `batch` alive until backward is

@@ -1,10 +1,13 @@
 // Validation: every sample of the validation set counted exactly once across ranks (contiguous
-// per-rank ranges, no padded duplicates), summed over the control communicator.
+// per-rank ranges, no padded duplicates); the task's sums are added over the control communicator,
+// so its metrics do not depend on the number of ranks.
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "mnddp/choices.hpp"
 #include "mnddp/comm/communicator.hpp"
@@ -12,13 +15,17 @@
 #include "mnddp/data/loader.hpp"
 #include "mnddp/model/models.hpp"
 #include "mnddp/runtime.hpp"
+#include "mnddp/task/task.hpp"
 
 namespace mnddp {
 
 struct EvalResult {
-  double accuracy = 0.0;
-  double loss = 0.0;  // mean cross-entropy
+  std::vector<Metric> metrics;  // the task's, in its order; the first is "loss"
   std::int64_t samples = 0;
+  std::string headline;  // the task's main metric ("accuracy", "r2", "perplexity")
+
+  double loss() const { return metrics.empty() ? 0.0 : metrics.front().value; }
+  double value(std::string_view name) const { return metric_value(metrics, name); }
 };
 
 struct EvaluatorOptions {
@@ -30,13 +37,14 @@ struct EvaluatorOptions {
 
 class Evaluator {
  public:
-  Evaluator(H5Reader& reader, const RankInfo& rank, Communicator& control, EvaluatorOptions options);
+  Evaluator(H5Reader& reader, const Task& task, const RankInfo& rank, Communicator& control, EvaluatorOptions options);
   // Collective over the control communicator. Runs `model` in eval mode (and puts it back in train
   // mode): the caller makes the replicas agree first (DDP::sync_buffers).
-  EvalResult run(Classifier& model);
+  EvalResult run(Model& model);
 
  private:
   H5Reader& reader_;
+  const Task& task_;
   RankInfo rank_;
   Communicator& control_;
   EvaluatorOptions options_;

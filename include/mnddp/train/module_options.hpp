@@ -18,6 +18,7 @@
 #include "mnddp/ddp/ddp.hpp"
 #include "mnddp/model/models.hpp"
 #include "mnddp/runtime.hpp"
+#include "mnddp/task/task.hpp"
 #include "mnddp/train/device.hpp"
 
 namespace mnddp {
@@ -29,7 +30,9 @@ SamplerOptions sampler_options(const TrainingConfig& config, const ShardIndex& t
 H5ReaderOptions reader_options(const TrainingConfig& config);
 // The transforms but the feature statistics, which come from a file (training_setup.cpp reads it).
 LoaderOptions loader_options(const TrainingConfig& config);
-ModelSpec model_spec(const TrainingConfig& config, const std::vector<std::int64_t>& sample_shape);
+TaskOptions task_options(const TrainingConfig& config);  // before the data resolves what it decides
+// `input_shape`: one sample as the model reads it (Task::input_shape); `outputs`: Task::output_size.
+ModelSpec model_spec(const TrainingConfig& config, const std::vector<std::int64_t>& input_shape, std::int64_t outputs);
 DdpOptions ddp_options(const TrainingConfig& config);
 LossScalerOptions scaler_options(const TrainingConfig& config);
 CheckpointScheduleOptions checkpoint_schedule_options(const TrainingConfig& config);

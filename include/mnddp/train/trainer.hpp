@@ -14,6 +14,7 @@
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/config.hpp"
 #include "mnddp/runtime.hpp"
+#include "mnddp/task/metric.hpp"
 
 namespace mnddp {
 
@@ -23,8 +24,8 @@ struct TrainResult {
   std::int64_t epochs = 0;       // epochs started
   double last_train_loss = 0.0;  // mean over ranks of the last logged interval
   bool evaluated = false;
-  double val_accuracy = 0.0;  // exact: summed counts over all ranks
-  double val_loss = 0.0;
+  std::vector<Metric> val_metrics;  // the task's, exact: sums over all ranks; "loss" first
+  std::string val_headline;         // the task's main metric: accuracy, r2 or perplexity
   std::int64_t val_samples = 0;
   bool preempted = false;         // stopped early on a preemption signal, after a checkpoint
   bool stopped_early = false;     // stopped by --steps-per-run, after a checkpoint

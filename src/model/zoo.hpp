@@ -1,0 +1,14 @@
+// Internal to model/: each network's constructor behind a factory (models.cpp chooses one).
+#pragma once
+
+#include <memory>
+
+#include "mnddp/model/models.hpp"
+
+namespace mnddp {
+
+std::shared_ptr<Model> make_mlp(const ModelSpec& spec);
+std::shared_ptr<Model> make_convnet(const ModelSpec& spec);  // spec.input_shape is [C, H, W]
+std::shared_ptr<Model> make_gpt(const ModelSpec& spec);      // spec.input_shape is [context]
+
+}  // namespace mnddp
