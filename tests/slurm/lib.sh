@@ -28,6 +28,33 @@ use_cluster() {
   export MNDDP_BIN MNDDP_RUN_ROOT=$WORK/runs
   # Jobs take their threads from the allocation, as on a real cluster, not from the test harness.
   unset MNDDP_THREADS
+  # A rank that crashes leaves a core in the job's working directory (Slurm propagates the limit
+  # and jobs start in the submit directory): expect_job prints its backtrace and keeps it.
+  ulimit -c unlimited 2>/dev/null || true
+  cd "$WORK" || exit 1
+}
+
+# job_diagnosis ID: what a failed job left: its output's tail, and the backtrace of every core
+# dumped in $WORK. Cores, logs and the binary's path are kept in the cluster directory's failures/
+# (WORK is removed at exit), so that a rare crash can be examined after the run.
+job_diagnosis() {
+  local id=$1 out keep
+  out=$(job_field "$id" StdOut)
+  [ -n "$out" ] && [ -f "$out" ] && printf -- '--- job %s output (%s), last 40 lines:\n%s\n' "$id" "$out" "$(tail -40 "$out")"
+  keep=${MNDDP_SLURM_CLUSTER:-$WORK}/failures/$(basename "$0" .sh)-job$id-$(date +%H%M%S)
+  mkdir -p "$keep"
+  [ -n "$out" ] && [ -f "$out" ] && cp "$out" "$keep/"
+  echo "$MNDDP_BIN" >"$keep/binary"
+  cp "${MNDDP_SLURM_CLUSTER:-/nonexistent}"/log/*.log "$keep/" 2>/dev/null  # the next start clears them
+  local core
+  for core in "$WORK"/core*; do
+    [ -f "$core" ] || continue
+    echo "--- $core: backtrace (gdb)"
+    timeout 120 gdb -batch -nx -ex 'bt 30' -ex 'info registers' -ex 'thread apply all bt 12' "$MNDDP_BIN" "$core" 2>&1 |
+      grep -v '^\[New LWP\|^warning:' | head -150
+    mv "$core" "$keep/"
+  done
+  echo "--- kept in $keep"
 }
 
 # make_data [TRAIN_SAMPLES]: a small 4-class dataset in $WORK/data, and DATA=(mnddp options for it).
@@ -92,6 +119,7 @@ expect_job() {
     return 0
   fi
   fail "$name: job $id is '$got', expected '$state $code $restarts'"
+  job_diagnosis "$id"
   return 1
 }
 
