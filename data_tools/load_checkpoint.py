@@ -6,7 +6,8 @@
 
 Command line: evaluate a checkpoint on HDF5 shards and print the accuracy:
     python data_tools/load_checkpoint.py ckpt/step-00000384.h5 --data 'data/demo/val_*.h5'
-The module layouts mirror src/model/models.cpp, so parameter names match the checkpoint's.
+The module layouts mirror src/model/ (ResNets are torchvision's own, which needs torchvision), so
+parameter names match the checkpoint's.
 """
 import argparse
 import configparser
@@ -62,6 +63,35 @@ class ConvNet(nn.Module):
         return self.features(x.unsqueeze(1) if x.dim() == 3 else x)
 
 
+def resnet(name, shape, classes, stem):
+    """torchvision's ResNet with mnddp's input channels and stem (--stem; auto: cifar up to 64x64)."""
+    import torchvision  # only needed for ResNets
+
+    channels, height, width = shape
+    model = getattr(torchvision.models, name)(num_classes=classes)
+    cifar = stem == "cifar" or (stem == "auto" and height <= 64 and width <= 64)
+    if cifar:
+        model.conv1 = nn.Conv2d(channels, 64, 3, stride=1, padding=1, bias=False)
+        model.maxpool = nn.Identity()
+    elif channels != 3:
+        model.conv1 = nn.Conv2d(channels, 64, 7, stride=2, padding=3, bias=False)
+    return model
+
+
+class ImageInput(nn.Module):
+    """[N, H, W] images get one channel, as in mnddp."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return self.net(x.unsqueeze(1) if x.dim() == 3 else x)
+
+    def load_state_dict(self, state, strict=True):
+        return self.net.load_state_dict(state, strict=strict)
+
+
 def build_model(config, sample_shape):
     name = config["model"]
     hidden, layers = int(config["hidden"]), int(config["layers"])
@@ -73,6 +103,11 @@ def build_model(config, sample_shape):
         if len(shape) == 2:
             shape = [1] + shape
         return ConvNet(shape, hidden, layers, classes, dropout)
+    if name in ("resnet18", "resnet34", "resnet50"):
+        shape = list(sample_shape)
+        if len(shape) == 2:
+            shape = [1] + shape
+        return ImageInput(resnet(name, shape, classes, config.get("stem", "auto")))
     raise ValueError(f"unknown model '{name}' in the checkpoint's config")
 
 

@@ -191,11 +191,14 @@ std::vector<OptionSpec> build_table() {
         at_least<std::int64_t>(0));
 
   t.group("Model");
-  t.choice("model", &C::model, "network to train (gpt: for --task lm)");
+  t.choice("model", &C::model, "network to train (resnet*: torchvision's; gpt: for --task lm)");
   t.add("hidden", &C::hidden, "width of the hidden layers (MLP), base channels (ConvNet) or d_model (GPT)",
         at_least(1));
   t.add("layers", &C::layers, "number of hidden layers (MLP), conv blocks (ConvNet) or Transformer blocks (GPT)",
         at_least(1));
+  t.choice("stem", &C::stem,
+           "ResNet first layers: imagenet (7x7 stride-2 convolution, max-pool), cifar (3x3, no pooling), or auto "
+           "(cifar for images up to 64x64)");
   t.add("heads", &C::heads, "GPT: attention heads (hidden must be a multiple)", at_least(1));
   t.add("tie-embeddings", &C::tie_embeddings, "GPT: the output layer shares the token embedding's weight",
         Check<bool>{});

@@ -13,19 +13,20 @@
 
 namespace mnddp {
 
-enum class Amp { Off, BF16, FP16 };                       // --amp: autocast precision of the forward pass
-enum class PartitionMode { Sample, Shard };               // --partition: how samples are dealt to ranks
-enum class NonfinitePolicy { Error, Warn, Ignore };       // --nonfinite-inputs: NaN/Inf in float inputs
-enum class NonfiniteGradients { Abort, Skip };            // --on-nonfinite: NaN/Inf in the gradients
-enum class GradCompression { None, BF16, FP16 };          // --grad-compression: all-reduce precision
-enum class Backend { Auto, Nccl, Mpi };                   // --backend: what carries the gradients
-enum class DeviceRequest { Auto, Cpu, Cuda };             // --device
-enum class OptimizerKind { Sgd, AdamW };                  // --optimizer
-enum class LrSchedule { Constant, Cosine, Step };         // --lr-schedule
-enum class ModelKind { Mlp, ConvNet, Gpt };               // --model
-enum class TaskKind { Classification, Regression, Lm };   // --task
-enum class RegressionLoss { Mse, Huber };                 // --loss
-enum class LogLevel { Trace, Debug, Info, Warn, Error };  // --log-level
+enum class Amp { Off, BF16, FP16 };                  // --amp: autocast precision of the forward pass
+enum class PartitionMode { Sample, Shard };          // --partition: how samples are dealt to ranks
+enum class NonfinitePolicy { Error, Warn, Ignore };  // --nonfinite-inputs: NaN/Inf in float inputs
+enum class NonfiniteGradients { Abort, Skip };       // --on-nonfinite: NaN/Inf in the gradients
+enum class GradCompression { None, BF16, FP16 };     // --grad-compression: all-reduce precision
+enum class Backend { Auto, Nccl, Mpi };              // --backend: what carries the gradients
+enum class DeviceRequest { Auto, Cpu, Cuda };        // --device
+enum class OptimizerKind { Sgd, AdamW };             // --optimizer
+enum class LrSchedule { Constant, Cosine, Step };    // --lr-schedule
+enum class ModelKind { Mlp, ConvNet, Resnet18, Resnet34, Resnet50, Gpt };  // --model
+enum class Stem { Auto, Cifar, Imagenet };                                 // --stem: a ResNet's first layers
+enum class TaskKind { Classification, Regression, Lm };                    // --task
+enum class RegressionLoss { Mse, Huber };                                  // --loss
+enum class LogLevel { Trace, Debug, Info, Warn, Error };                   // --log-level
 
 // ChoiceNames<E>::table: every value of E with its option text, in the order --help lists them.
 template <typename E>
@@ -85,8 +86,14 @@ struct ChoiceNames<LrSchedule> {
 };
 template <>
 struct ChoiceNames<ModelKind> {
-  static constexpr std::array table{named(ModelKind::Mlp, "mlp"), named(ModelKind::ConvNet, "convnet"),
-                                    named(ModelKind::Gpt, "gpt")};
+  static constexpr std::array table{named(ModelKind::Mlp, "mlp"),           named(ModelKind::ConvNet, "convnet"),
+                                    named(ModelKind::Resnet18, "resnet18"), named(ModelKind::Resnet34, "resnet34"),
+                                    named(ModelKind::Resnet50, "resnet50"), named(ModelKind::Gpt, "gpt")};
+};
+template <>
+struct ChoiceNames<Stem> {
+  static constexpr std::array table{named(Stem::Auto, "auto"), named(Stem::Cifar, "cifar"),
+                                    named(Stem::Imagenet, "imagenet")};
 };
 template <>
 struct ChoiceNames<TaskKind> {

@@ -47,6 +47,7 @@ struct TrainingConfig {
   int hidden = 256;  // MLP width, ConvNet base channels, GPT d_model
   int layers = 2;
   int heads = 4;               // GPT attention heads
+  Stem stem = Stem::Auto;      // ResNet first layers
   bool tie_embeddings = true;  // GPT: the output layer shares the token embedding
   double dropout = 0.0;
 

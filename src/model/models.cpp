@@ -26,6 +26,19 @@ std::shared_ptr<Model> make_model(const ModelSpec& spec) {
                         fmt::join(spec.input_shape, ", ")));
       return make_convnet(image);
     }
+    case ModelKind::Resnet18:
+    case ModelKind::Resnet34:
+    case ModelKind::Resnet50: {
+      ModelSpec image = spec;
+      if (image.input_shape.size() == 2) image.input_shape.insert(image.input_shape.begin(), 1);
+      if (image.input_shape.size() != 3)
+        throw UsageError(
+            fmt::format("--model {} needs image samples shaped [C, H, W] or [H, W], but the data has "
+                        "samples shaped [{}]",
+                        choice_name(spec.kind), fmt::join(spec.input_shape, ", ")));
+      const bool small = image.input_shape[1] <= kCifarStemMaxSide && image.input_shape[2] <= kCifarStemMaxSide;
+      return make_resnet(image, spec.stem == Stem::Cifar || (spec.stem == Stem::Auto && small));
+    }
     case ModelKind::Gpt:
       if (spec.input_shape.size() != 1)
         throw UsageError(fmt::format("--model gpt reads token sequences [T], but its input is shaped [{}]",

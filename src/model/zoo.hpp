@@ -10,5 +10,7 @@ namespace mnddp {
 std::shared_ptr<Model> make_mlp(const ModelSpec& spec);
 std::shared_ptr<Model> make_convnet(const ModelSpec& spec);  // spec.input_shape is [C, H, W]
 std::shared_ptr<Model> make_gpt(const ModelSpec& spec);      // spec.input_shape is [context]
+// resnet18/34/50 (spec.kind); spec.input_shape is [C, H, W].
+std::shared_ptr<Model> make_resnet(const ModelSpec& spec, bool cifar_stem);
 
 }  // namespace mnddp

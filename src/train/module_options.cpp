@@ -59,6 +59,7 @@ ModelSpec model_spec(const TrainingConfig& config, const std::vector<std::int64_
   spec.hidden = config.hidden;
   spec.layers = config.layers;
   spec.heads = config.heads;
+  spec.stem = config.stem;
   spec.tie_embeddings = config.tie_embeddings;
   spec.dropout = config.dropout;
   return spec;

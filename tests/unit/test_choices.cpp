@@ -61,6 +61,7 @@ TEST(Choices, EveryEnumRoundTripsThroughItsNames) {
   expect_names_round_trip<LrSchedule>();
   expect_names_round_trip<ModelKind>();
   expect_names_round_trip<TaskKind>();
+  expect_names_round_trip<Stem>();
   expect_names_round_trip<RegressionLoss>();
   expect_names_round_trip<LogLevel>();
   expect_names_round_trip<FaultKind>();
@@ -83,6 +84,7 @@ TEST(Choices, EveryChoiceOptionParsesPrintsAndRejectsFromTheSameNames) {
     return task == TaskKind::Lm ? std::vector<std::string>{"--model", "gpt"} : std::vector<std::string>{};
   });
   expect_option_takes_every_value("loss", &TrainingConfig::loss);
+  expect_option_takes_every_value("stem", &TrainingConfig::stem);
   expect_option_takes_every_value("log-level", &TrainingConfig::log_level);
 }
 
@@ -93,9 +95,10 @@ TEST(Choices, HelpAndReferenceListTheChoices) {
     const bool space = c == ' ' || c == '\n';
     if (!space || help.empty() || help.back() != ' ') help += space ? ' ' : c;
   }
-  for (const char* list : {"(mlp | convnet | gpt)", "(classification | regression | lm)", "(mse | huber)",
-                           "(sgd | adamw)", "(constant | cosine | step)", "(off | bf16 | fp16)", "(auto | nccl | mpi)",
-                           "(auto | cpu | cuda)", "(none | bf16 | fp16)"})
+  for (const char* list :
+       {"(mlp | convnet | resnet18 | resnet34 | resnet50 | gpt)", "(auto | cifar | imagenet)",
+        "(classification | regression | lm)", "(mse | huber)", "(sgd | adamw)", "(constant | cosine | step)",
+        "(off | bf16 | fp16)", "(auto | nccl | mpi)", "(auto | cpu | cuda)", "(none | bf16 | fp16)"})
     EXPECT_NE(help.find(list), std::string::npos) << list;
   const std::string reference = help_markdown();
   EXPECT_NE(reference.find("| `--amp` | `MNDDP_AMP` | off \\| bf16 \\| fp16 |"), std::string::npos) << reference;

@@ -1,13 +1,11 @@
-// Tasks and the GPT model: each task's loss and metrics on inputs whose answers are known by hand,
-// sums that add across ranks to the whole set's metrics, and GPT's size (the published formula,
-// GPT-2 small's 124,439,808) and causality.
+// Tasks: each task's loss and metrics on inputs whose answers are known by hand, sums that add
+// across ranks to the whole set's metrics, and the checks of the data against the task.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
 
 #include <cmath>
 
-#include "mnddp/model/models.hpp"
 #include "mnddp/task/task.hpp"
 #include "mnddp/train/device_batch.hpp"
 #include "test_support.hpp"
@@ -135,65 +133,6 @@ TEST(TaskChecks, TheDataMustFitTheTask) {
   EXPECT_NE(message.find("holds float32 values; --task lm needs integer token ids"), std::string::npos) << message;
   message = usage_error_of([&] { check_task_data(lm, index_with({4, 8}, SampleType::I32, {}, false), "--val-data"); });
   EXPECT_NE(message.find("--val-data 'data.h5'"), std::string::npos) << message;
-}
-
-TEST(Gpt, ParameterCountFollowsThePublishedFormula) {
-  // GPT-2 small (tied embeddings): 124,439,808 parameters, as published and as nanoGPT counts them.
-  EXPECT_EQ(gpt_parameter_formula(50257, 1024, 768, 12, true), 124439808);
-  for (const bool tied : {true, false}) {
-    ModelSpec spec;
-    spec.kind = ModelKind::Gpt;
-    spec.input_shape = {24};
-    spec.num_outputs = 97;
-    spec.hidden = 32;
-    spec.heads = 4;
-    spec.layers = 3;
-    spec.tie_embeddings = tied;
-    EXPECT_EQ(parameter_count(*make_model(spec)), gpt_parameter_formula(97, 24, 32, 3, tied)) << "tied " << tied;
-  }
-}
-
-TEST(Gpt, Gpt2SmallHasItsPublishedSize) {
-  ModelSpec spec;
-  spec.kind = ModelKind::Gpt;
-  spec.input_shape = {1024};
-  spec.num_outputs = 50257;
-  spec.hidden = 768;
-  spec.heads = 12;
-  spec.layers = 12;
-  EXPECT_EQ(parameter_count(*make_model(spec)), 124439808);
-}
-
-TEST(Gpt, APredictionDependsOnlyOnEarlierTokens) {
-  torch::manual_seed(1);
-  ModelSpec spec;
-  spec.kind = ModelKind::Gpt;
-  spec.input_shape = {12};
-  spec.num_outputs = 50;
-  spec.hidden = 32;
-  spec.heads = 4;
-  spec.layers = 2;
-  auto model = make_model(spec);
-  model->eval();
-  const at::Tensor tokens = at::randint(50, {2, 12}, at::kLong);
-  at::Tensor changed = tokens.clone();
-  changed.narrow(1, 7, 5).fill_(3);  // positions 7.. differ
-  const at::Tensor a = model->forward(tokens), b = model->forward(changed);
-  EXPECT_EQ(a.sizes(), (at::IntArrayRef{2, 12, 50}));
-  EXPECT_TRUE(at::allclose(a.narrow(1, 0, 7), b.narrow(1, 0, 7), 1e-6, 1e-6));
-  EXPECT_FALSE(at::allclose(a.narrow(1, 7, 5), b.narrow(1, 7, 5), 1e-3, 1e-3));
-  // Shorter inputs than the context work (the positions are a prefix).
-  EXPECT_TRUE(at::allclose(model->forward(tokens.narrow(1, 0, 5)), a.narrow(1, 0, 5), 1e-5, 1e-5));
-}
-
-TEST(Gpt, RefusesAHeadCountThatDoesNotDivideTheWidth) {
-  ModelSpec spec;
-  spec.kind = ModelKind::Gpt;
-  spec.input_shape = {8};
-  spec.hidden = 30;
-  spec.heads = 4;
-  const auto message = usage_error_of([&] { make_model(spec); });
-  EXPECT_NE(message.find("--heads 4: must divide --hidden 30"), std::string::npos) << message;
 }
 
 }  // namespace

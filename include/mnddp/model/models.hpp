@@ -1,6 +1,7 @@
 // The model zoo: networks chosen by name from the config, each sized from one sample's shape and
 // the task's output width. mlp and convnet map float samples [N, sample_shape...] to [N, outputs]
-// (class logits or regression targets); gpt maps token ids [N, T] to next-token logits [N, T, vocab].
+// (class logits or regression targets), and so do resnet18/34/50 for images; gpt maps token ids [N, T] to next-token
+// logits [N, T, vocab].
 #pragma once
 
 #include <torch/nn/module.h>
@@ -28,8 +29,13 @@ struct ModelSpec {
   int heads = 4;                          // GPT attention heads
   double dropout = 0.0;
   bool batch_norm = true;      // ConvNet only
+  Stem stem = Stem::Auto;      // ResNet: auto takes the CIFAR stem for images up to kCifarStemMaxSide
   bool tie_embeddings = true;  // GPT: the output projection is the token embedding's weight
 };
+
+// Stem::Auto gives a ResNet the CIFAR stem (3x3, no pooling) when height and width are at most this;
+// the ImageNet stem (7x7 stride 2, max-pool) would shrink such images to almost nothing.
+inline constexpr std::int64_t kCifarStemMaxSide = 64;
 
 // Throws UsageError for an input shape the model cannot take.
 std::shared_ptr<Model> make_model(const ModelSpec& spec);

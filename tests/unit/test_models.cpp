@@ -1,0 +1,121 @@
+// The model zoo: ResNets with torchvision's parameter counts and names, both stems; GPT's size (the
+// published formula, GPT-2 small's 124,439,808) and causality.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "mnddp/model/models.hpp"
+#include "test_support.hpp"
+
+using namespace mnddp;
+using testing_support::usage_error_of;
+
+namespace {
+
+ModelSpec resnet(ModelKind kind, std::vector<std::int64_t> shape, std::int64_t classes, Stem stem = Stem::Auto) {
+  ModelSpec spec;
+  spec.kind = kind;
+  spec.input_shape = std::move(shape);
+  spec.num_outputs = classes;
+  spec.stem = stem;
+  return spec;
+}
+
+TEST(ResNet, ParameterCountsEqualTorchvisions) {
+  // torchvision.models.resnet18/34/50(num_classes=1000), ImageNet stem.
+  EXPECT_EQ(parameter_count(*make_model(resnet(ModelKind::Resnet18, {3, 224, 224}, 1000))), 11689512);
+  EXPECT_EQ(parameter_count(*make_model(resnet(ModelKind::Resnet34, {3, 224, 224}, 1000))), 21797672);
+  EXPECT_EQ(parameter_count(*make_model(resnet(ModelKind::Resnet50, {3, 224, 224}, 1000))), 25557032);
+  // The CIFAR stem (3x3 instead of 7x7 on 3 channels: 7680 fewer weights), chosen for 32x32 images:
+  // the well-known 11,173,962 of ResNet-18 on CIFAR-10.
+  EXPECT_EQ(parameter_count(*make_model(resnet(ModelKind::Resnet18, {3, 32, 32}, 10))), 11173962);
+  EXPECT_EQ(parameter_count(*make_model(resnet(ModelKind::Resnet18, {3, 32, 32}, 10, Stem::Imagenet))),
+            11173962 + 7680);
+}
+
+TEST(ResNet, NamesAreTorchvisions) {
+  const auto model = make_model(resnet(ModelKind::Resnet50, {3, 64, 64}, 10));
+  std::set<std::string> names;
+  for (const auto& item : model->named_parameters()) names.insert(item.key());
+  for (const auto& item : model->named_buffers()) names.insert(item.key());
+  EXPECT_EQ(names.size(), 320u);  // len(torchvision.models.resnet50().state_dict())
+  for (const char* name : {"conv1.weight", "bn1.running_var", "layer1.0.conv3.weight", "layer1.0.downsample.0.weight",
+                           "layer2.0.downsample.1.num_batches_tracked", "layer4.2.bn3.bias", "fc.weight", "fc.bias"})
+    EXPECT_TRUE(names.count(name)) << name;
+}
+
+TEST(ResNet, ClassifiesImagesOfEitherStemAndGreyscale) {
+  torch::manual_seed(0);
+  auto small = make_model(resnet(ModelKind::Resnet18, {1, 28, 28}, 7));
+  small->eval();
+  EXPECT_EQ(small->forward(at::randn({2, 28, 28})).sizes(), (at::IntArrayRef{2, 7}));  // [N, H, W]
+  auto large = make_model(resnet(ModelKind::Resnet18, {3, 96, 96}, 5));
+  large->eval();
+  EXPECT_EQ(large->forward(at::randn({2, 3, 96, 96})).sizes(), (at::IntArrayRef{2, 5}));
+  const auto message = usage_error_of([] { make_model(resnet(ModelKind::Resnet34, {64}, 3)); });
+  EXPECT_NE(message.find("--model resnet34 needs image samples shaped [C, H, W] or [H, W]"), std::string::npos)
+      << message;
+}
+
+TEST(Gpt, ParameterCountFollowsThePublishedFormula) {
+  // GPT-2 small (tied embeddings): 124,439,808 parameters, as published and as nanoGPT counts them.
+  EXPECT_EQ(gpt_parameter_formula(50257, 1024, 768, 12, true), 124439808);
+  for (const bool tied : {true, false}) {
+    ModelSpec spec;
+    spec.kind = ModelKind::Gpt;
+    spec.input_shape = {24};
+    spec.num_outputs = 97;
+    spec.hidden = 32;
+    spec.heads = 4;
+    spec.layers = 3;
+    spec.tie_embeddings = tied;
+    EXPECT_EQ(parameter_count(*make_model(spec)), gpt_parameter_formula(97, 24, 32, 3, tied)) << "tied " << tied;
+  }
+}
+
+TEST(Gpt, Gpt2SmallHasItsPublishedSize) {
+  ModelSpec spec;
+  spec.kind = ModelKind::Gpt;
+  spec.input_shape = {1024};
+  spec.num_outputs = 50257;
+  spec.hidden = 768;
+  spec.heads = 12;
+  spec.layers = 12;
+  EXPECT_EQ(parameter_count(*make_model(spec)), 124439808);
+}
+
+TEST(Gpt, APredictionDependsOnlyOnEarlierTokens) {
+  torch::manual_seed(1);
+  ModelSpec spec;
+  spec.kind = ModelKind::Gpt;
+  spec.input_shape = {12};
+  spec.num_outputs = 50;
+  spec.hidden = 32;
+  spec.heads = 4;
+  spec.layers = 2;
+  auto model = make_model(spec);
+  model->eval();
+  const at::Tensor tokens = at::randint(50, {2, 12}, at::kLong);
+  at::Tensor changed = tokens.clone();
+  changed.narrow(1, 7, 5).fill_(3);  // positions 7.. differ
+  const at::Tensor a = model->forward(tokens), b = model->forward(changed);
+  EXPECT_EQ(a.sizes(), (at::IntArrayRef{2, 12, 50}));
+  EXPECT_TRUE(at::allclose(a.narrow(1, 0, 7), b.narrow(1, 0, 7), 1e-6, 1e-6));
+  EXPECT_FALSE(at::allclose(a.narrow(1, 7, 5), b.narrow(1, 7, 5), 1e-3, 1e-3));
+  // Shorter inputs than the context work (the positions are a prefix).
+  EXPECT_TRUE(at::allclose(model->forward(tokens.narrow(1, 0, 5)), a.narrow(1, 0, 5), 1e-5, 1e-5));
+}
+
+TEST(Gpt, RefusesAHeadCountThatDoesNotDivideTheWidth) {
+  ModelSpec spec;
+  spec.kind = ModelKind::Gpt;
+  spec.input_shape = {8};
+  spec.hidden = 30;
+  spec.heads = 4;
+  const auto message = usage_error_of([&] { make_model(spec); });
+  EXPECT_NE(message.find("--heads 4: must divide --hidden 30"), std::string::npos) << message;
+}
+
+}  // namespace
