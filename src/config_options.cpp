@@ -225,7 +225,7 @@ std::vector<OptionSpec> build_table() {
   t.add("lr-gamma", &C::lr_gamma, "step schedule: decay factor", Check<double>([](const double& v) {
           return (std::isfinite(v) && v > 0.0 && v <= 1.0) ? std::string() : std::string("must be in (0, 1]");
         }));
-  t.add("min-lr", &C::min_lr, "cosine schedule: final learning rate", at_least(0.0));
+  t.add("min-lr", &C::min_lr, "cosine and linear schedules: the learning rate at the last step", at_least(0.0));
 
   t.group("Training");
   t.add("epochs", &C::epochs, "passes over the training data", at_least(1));

@@ -13,15 +13,15 @@
 
 namespace mnddp {
 
-enum class Amp { Off, BF16, FP16 };                  // --amp: autocast precision of the forward pass
-enum class PartitionMode { Sample, Shard };          // --partition: how samples are dealt to ranks
-enum class NonfinitePolicy { Error, Warn, Ignore };  // --nonfinite-inputs: NaN/Inf in float inputs
-enum class NonfiniteGradients { Abort, Skip };       // --on-nonfinite: NaN/Inf in the gradients
-enum class GradCompression { None, BF16, FP16 };     // --grad-compression: all-reduce precision
-enum class Backend { Auto, Nccl, Mpi };              // --backend: what carries the gradients
-enum class DeviceRequest { Auto, Cpu, Cuda };        // --device
-enum class OptimizerKind { Sgd, AdamW };             // --optimizer
-enum class LrSchedule { Constant, Cosine, Step };    // --lr-schedule
+enum class Amp { Off, BF16, FP16 };                        // --amp: autocast precision of the forward pass
+enum class PartitionMode { Sample, Shard };                // --partition: how samples are dealt to ranks
+enum class NonfinitePolicy { Error, Warn, Ignore };        // --nonfinite-inputs: NaN/Inf in float inputs
+enum class NonfiniteGradients { Abort, Skip };             // --on-nonfinite: NaN/Inf in the gradients
+enum class GradCompression { None, BF16, FP16 };           // --grad-compression: all-reduce precision
+enum class Backend { Auto, Nccl, Mpi };                    // --backend: what carries the gradients
+enum class DeviceRequest { Auto, Cpu, Cuda };              // --device
+enum class OptimizerKind { Sgd, AdamW };                   // --optimizer
+enum class LrSchedule { Constant, Cosine, Step, Linear };  // --lr-schedule
 enum class ModelKind { Mlp, ConvNet, Resnet18, Resnet34, Resnet50, Gpt };  // --model
 enum class Stem { Auto, Cifar, Imagenet };                                 // --stem: a ResNet's first layers
 enum class TaskKind { Classification, Regression, Lm };                    // --task
@@ -82,7 +82,7 @@ struct ChoiceNames<OptimizerKind> {
 template <>
 struct ChoiceNames<LrSchedule> {
   static constexpr std::array table{named(LrSchedule::Constant, "constant"), named(LrSchedule::Cosine, "cosine"),
-                                    named(LrSchedule::Step, "step")};
+                                    named(LrSchedule::Step, "step"), named(LrSchedule::Linear, "linear")};
 };
 template <>
 struct ChoiceNames<ModelKind> {

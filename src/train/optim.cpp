@@ -46,6 +46,11 @@ double scheduled_lr(const TrainingConfig& config, std::int64_t step, std::int64_
       const double progress = std::min(1.0, static_cast<double>(after) / static_cast<double>(span));
       return config.min_lr + 0.5 * (config.lr - config.min_lr) * (1.0 + std::cos(std::numbers::pi * progress));
     }
+    case LrSchedule::Linear: {
+      const std::int64_t span = std::max<std::int64_t>(1, total_steps - config.warmup_steps);
+      const double progress = std::min(1.0, static_cast<double>(after) / static_cast<double>(span));
+      return config.lr + (config.min_lr - config.lr) * progress;
+    }
     case LrSchedule::Step:
       return config.lr * std::pow(config.lr_gamma, static_cast<double>(after / config.lr_step_size));
     case LrSchedule::Constant:
