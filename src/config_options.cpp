@@ -234,6 +234,10 @@ std::vector<OptionSpec> build_table() {
         "stop after this many steps of this invocation, with a checkpoint, for job chains (the schedule still "
         "spans max-steps/epochs); 0: no limit",
         at_least<std::int64_t>(0));
+  t.add("eval-interval", &C::eval_interval,
+        "also validate every this many optimizer steps (with --val-data); validation always ends each epoch; 0: only "
+        "then",
+        at_least<std::int64_t>(0));
   t.add("grad-accum-steps", &C::grad_accum_steps, "micro-steps per optimizer step (gradient accumulation)",
         at_least(1));
   t.choice("amp", &C::amp, "automatic mixed precision (fp16 needs CUDA)");

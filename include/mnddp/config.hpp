@@ -73,6 +73,7 @@ struct TrainingConfig {
   int epochs = 1;
   std::int64_t max_steps = 0;      // optimizer steps; 0: no limit
   std::int64_t steps_per_run = 0;  // stop (checkpointed) after this many steps of this invocation; 0: no limit
+  std::int64_t eval_interval = 0;  // also validate every this many steps; 0: at the end of each epoch only
   int grad_accum_steps = 1;
   Amp amp = Amp::Off;
   NonfiniteGradients on_nonfinite = NonfiniteGradients::Abort;  // without the fp16 scaler

@@ -132,8 +132,10 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
                                    ->report(step, epoch, r.data.steps.total_steps, lr,
                                             accum * c.batch_size * r.rank.world_size, r.control, r.faults)
                                    .loss;
-    // The epoch's last step checkpoints after its validation, below.
+    // The epoch's last step validates and checkpoints below.
     if (epoch_step + 1 == per_epoch) continue;
+    if (c.eval_interval > 0 && step % c.eval_interval == 0 && step < r.data.steps.total_steps)
+      evaluate(step, epoch, result);  // the run's last step validates after the loop
     const CheckpointDecision decision =
         r.checkpointer->after_step(position(epoch, (epoch_step + 1) * accum), false, r.state_refs());
     if (decision.stop) {

@@ -51,9 +51,14 @@ fi
 "$MNDDP_DATA_BIN" synth --out "$WORK/cls" --train-samples 2048 --val-samples 512 --shards 2 --shape 32 --classes 8 \
   --noise 1.6 >/dev/null
 CLS=(--train-data "$WORK/cls/train_*.h5" --val-data "$WORK/cls/val_*.h5" --num-classes 8 --metrics-file "")
-run_mpi 2 300 "${CLS[@]}" --label-smoothing 0.1 --epochs 2
+run_mpi 2 300 "${CLS[@]}" --label-smoothing 0.1 --epochs 2 --eval-interval 5 --metrics-file "$WORK/cls.jsonl"
 check "classification (label smoothing) accuracy" 'v >= 0.8' "$(final_metric accuracy)"
 check "classification top-5 >= top-1" "v >= $(final_metric accuracy)" "$(final_metric top5_accuracy)"
+# 2048 / (2 x 64) = 16 steps an epoch, 32 in all: --eval-interval 5 validates at 5, 10, 15, 16 (the
+# epoch's end), 20, 25, 30 and 32 (the end), each once.
+CASES=$((CASES + 1))
+evals=$(grep '"kind":"eval"' "$WORK/cls.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2 | tr '\n' ' ')
+if [ "$evals" = "5 10 15 16 20 25 30 32 " ]; then pass "--eval-interval 5: validated at steps $evals"; else fail "--eval-interval 5: validated at steps '$evals'"; fi
 
 # Checkpoints of the new models: a run stopped every few steps (--steps-per-run) and resumed ends
 # bitwise identical to an uninterrupted one (parameters, BatchNorm statistics, AdamW state, RNG) with
