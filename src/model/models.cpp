@@ -8,6 +8,21 @@
 #include "zoo.hpp"
 
 namespace mnddp {
+namespace {
+
+// The spec with an image input [C, H, W] ([H, W] gets one channel), for the convolutional models.
+ModelSpec as_image(const ModelSpec& spec) {
+  ModelSpec image = spec;
+  if (image.input_shape.size() == 2) image.input_shape.insert(image.input_shape.begin(), 1);
+  if (image.input_shape.size() != 3)
+    throw UsageError(fmt::format(
+        "--model {} needs image samples shaped [C, H, W] or [H, W], but the data has samples shaped [{}]; use "
+        "--model mlp for flat features",
+        choice_name(spec.kind), fmt::join(spec.input_shape, ", ")));
+  return image;
+}
+
+}  // namespace
 
 std::shared_ptr<Model> make_model(const ModelSpec& spec) {
   std::int64_t numel = spec.input_shape.empty() ? 0 : 1;
@@ -16,26 +31,12 @@ std::shared_ptr<Model> make_model(const ModelSpec& spec) {
   switch (spec.kind) {
     case ModelKind::Mlp:
       return make_mlp(spec);
-    case ModelKind::ConvNet: {
-      ModelSpec image = spec;
-      if (image.input_shape.size() == 2) image.input_shape.insert(image.input_shape.begin(), 1);
-      if (image.input_shape.size() != 3)
-        throw UsageError(
-            fmt::format("--model convnet needs image samples shaped [C, H, W] or [H, W], but the data has "
-                        "samples shaped [{}]; use --model mlp for flat features",
-                        fmt::join(spec.input_shape, ", ")));
-      return make_convnet(image);
-    }
+    case ModelKind::ConvNet:
+      return make_convnet(as_image(spec));
     case ModelKind::Resnet18:
     case ModelKind::Resnet34:
     case ModelKind::Resnet50: {
-      ModelSpec image = spec;
-      if (image.input_shape.size() == 2) image.input_shape.insert(image.input_shape.begin(), 1);
-      if (image.input_shape.size() != 3)
-        throw UsageError(
-            fmt::format("--model {} needs image samples shaped [C, H, W] or [H, W], but the data has "
-                        "samples shaped [{}]",
-                        choice_name(spec.kind), fmt::join(spec.input_shape, ", ")));
+      const ModelSpec image = as_image(spec);
       const bool small = image.input_shape[1] <= kCifarStemMaxSide && image.input_shape[2] <= kCifarStemMaxSide;
       return make_resnet(image, spec.stem == Stem::Cifar || (spec.stem == Stem::Auto && small));
     }
