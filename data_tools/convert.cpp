@@ -1,5 +1,6 @@
 // mnddp-data convert: .npy, .csv, MNIST IDX or CIFAR-10 binary input -> N balanced HDF5 shards in
-// input order. x keeps its dtype (uint8 stays uint8; CSV becomes float32), y becomes int64.
+// input order. x keeps its dtype (uint8 stays uint8; CSV becomes float32), y becomes int64; a flat
+// token file becomes token sequences x [n, length] without y.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -26,18 +27,27 @@ struct Inputs {
   std::string idx_images;
   std::string idx_labels;
   std::vector<std::string> cifar10;
+  std::string tokens;
+  std::string token_type = "uint16";
+  std::int64_t sequence_length = 1025;
 };
 
 // Exactly one input format, complete.
 std::unique_ptr<SampleSource> open_source(const Inputs& in) {
   const int formats = static_cast<int>(!in.npy_x.empty() || !in.npy_y.empty()) + static_cast<int>(!in.csv.empty()) +
                       static_cast<int>(!in.idx_images.empty() || !in.idx_labels.empty()) +
-                      static_cast<int>(!in.cifar10.empty());
+                      static_cast<int>(!in.cifar10.empty()) + static_cast<int>(!in.tokens.empty());
   if (formats != 1)
     throw UsageError(
-        fmt::format("convert: give exactly one input: --x/--y (.npy), --csv, --images/--labels (IDX) or "
-                    "--cifar10 ({} given)",
+        fmt::format("convert: give exactly one input: --x/--y (.npy), --csv, --images/--labels (IDX), "
+                    "--cifar10 or --tokens ({} given)",
                     formats));
+  if (!in.tokens.empty()) {
+    if (in.token_type != "uint16" && in.token_type != "uint32")
+      throw UsageError(fmt::format("--token-type: must be uint16 or uint32 (got '{}')", in.token_type));
+    return open_token_source(in.tokens, in.token_type == "uint16" ? SampleType::U16 : SampleType::U32,
+                             in.sequence_length);
+  }
   if (!in.npy_x.empty() || !in.npy_y.empty()) {
     if (in.npy_x.empty() || in.npy_y.empty())
       throw UsageError(fmt::format("--x '{}' and --y '{}': .npy input needs both", in.npy_x, in.npy_y));
@@ -78,6 +88,10 @@ int run_convert(std::span<const std::string> args) {
       ("images", po::value(&in.idx_images), "MNIST-style IDX images file (uncompressed)")
       ("labels", po::value(&in.idx_labels), "MNIST-style IDX labels file (uncompressed)")
       ("cifar10", po::value(&in.cifar10)->multitoken(), "CIFAR-10 binary batch files (data_batch_*.bin), in order")
+      ("tokens", po::value(&in.tokens), "a flat token file (nanoGPT's train.bin), for --task lm: no y")
+      ("token-type", po::value(&in.token_type)->default_value(in.token_type), "--tokens element type: uint16 or uint32")
+      ("sequence-length", po::value(&in.sequence_length)->default_value(in.sequence_length),
+       "--tokens: tokens per sequence (x [n, length]; train with --context up to length - 1)")
       ("out", po::value(&out_dir)->required(), "output directory (created if missing)")
       ("shards", po::value(&shards)->default_value(shards), "number of output shards (balanced, input order)")
       ("prefix", po::value(&prefix)->default_value(prefix), "output names: <prefix>_NNN.h5")
@@ -90,7 +104,7 @@ int run_convert(std::span<const std::string> args) {
   po::variables_map values;
   if (!parse_arguments(args, options, {},
                        "usage: mnddp-data convert (--x X.npy --y Y.npy | --csv F | --images I --labels L |\n"
-                       "                           --cifar10 FILES...) --out DIR [options]\n"
+                       "                           --cifar10 FILES... | --tokens train.bin) --out DIR [options]\n"
                        "Writes <prefix>_NNN.h5 shards: x keeps its dtype, y is int64.",
                        values))
     return kExitOk;
@@ -109,6 +123,8 @@ int run_convert(std::span<const std::string> args) {
   layout.x_type = source->x_type;
   layout.sample_shape = source->sample_shape;
   layout.y_type = SampleType::I64;
+  const bool labelled = !source->labels.empty();
+  if (!labelled) layout.y_name.clear();
 
   std::size_t row_bytes = sample_type_size(source->x_type);
   for (const auto d : source->sample_shape) row_bytes *= static_cast<std::size_t>(d);
@@ -123,16 +139,20 @@ int run_convert(std::span<const std::string> args) {
       const std::int64_t rows = std::min(block, end - first);
       x.resize(static_cast<std::size_t>(rows) * row_bytes);
       source->read(first, rows, x.data());
-      writer.write(first - begin, rows, x.data(), source->labels.data() + first);
+      writer.write(first - begin, rows, x.data(), labelled ? source->labels.data() + first : nullptr);
     }
     writer.commit();
     std::cout << fmt::format("{}: {} samples\n", writer.path(), end - begin);
   }
   for (const auto& file : stale) std::filesystem::remove(file);
-  const auto [low, high] = std::minmax_element(source->labels.begin(), source->labels.end());
-  std::cout << fmt::format("converted {}: {} samples of {} [{}], labels in [{}, {}], into {} shard{}\n",
-                           source->description, total, sample_type_name(source->x_type),
-                           fmt::join(source->sample_shape, ", "), *low, *high, shards, shards == 1 ? "" : "s");
+  std::string labels = "no labels";
+  if (labelled) {
+    const auto [low, high] = std::minmax_element(source->labels.begin(), source->labels.end());
+    labels = fmt::format("labels in [{}, {}]", *low, *high);
+  }
+  std::cout << fmt::format("converted {}: {} samples of {} [{}], {}, into {} shard{}\n", source->description, total,
+                           sample_type_name(source->x_type), fmt::join(source->sample_shape, ", "), labels, shards,
+                           shards == 1 ? "" : "s");
   return kExitOk;
 }
 

@@ -1,5 +1,6 @@
 // Input formats of `mnddp-data convert`: each opens as a SampleSource (samples of one dtype and
-// shape, read by position, plus one int64 label per sample). Errors name the file.
+// shape, read by position, plus one int64 label per sample, or none for token sequences). Errors
+// name the file.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,7 @@ class SampleSource {
   SampleType x_type = SampleType::F32;
   std::vector<std::int64_t> sample_shape;
   std::int64_t num_samples = 0;
-  std::vector<std::int64_t> labels;  // one per sample
+  std::vector<std::int64_t> labels;  // one per sample; empty: no label dataset (token sequences)
   std::string description;           // what was read, for the summary line
 };
 
@@ -47,6 +48,10 @@ std::unique_ptr<SampleSource> open_idx_source(const std::string& images_path, co
 // CIFAR-10 binary batches (data_batch_N.bin, test_batch.bin): records of 1 label byte and
 // 3072 image bytes, giving uint8 [n, 3, 32, 32], in file order.
 std::unique_ptr<SampleSource> open_cifar10_source(const std::vector<std::string>& paths);
+
+// A flat token file (nanoGPT's train.bin: uint16 or uint32 ids, little-endian, no header) as
+// consecutive sequences of `length` tokens [n, length]; the tail shorter than a sequence is left out.
+std::unique_ptr<SampleSource> open_token_source(const std::string& path, SampleType type, std::int64_t length);
 
 // Reverses the bytes of each of `count` elements of `size` bytes: big-endian data on this host.
 void swap_bytes(void* data, std::size_t count, std::size_t size);

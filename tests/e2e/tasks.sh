@@ -89,9 +89,32 @@ round_trip gpt "${LM[@]}" --dropout 0.1 --max-steps 16 --log-interval 4
 round_trip resnet18 --model resnet18 --train-data "$WORK/img/train_*.h5" --val-data "$WORK/img/val_*.h5" \
   --num-classes 4 --optimizer adamw --lr 0.001 --batch-size 8 --max-steps 16 --log-interval 4
 
+# nanoGPT's flat uint16 token file -> [N, T] shards: every token in place, the tail left out.
+"$MNDDP_PYTHON" -c "import numpy as np; np.random.default_rng(3).integers(0, 50257, 10000).astype(np.uint16).tofile('$WORK/train.bin')"
+"$MNDDP_DATA_BIN" convert --tokens "$WORK/train.bin" --sequence-length 33 --shards 2 --out "$WORK/tok" >"$WORK/conv.out" 2>&1
+CASES=$((CASES + 1))
+if "$MNDDP_PYTHON" - "$WORK" <<'PY' >"$WORK/tok.check" 2>&1 && grep -q "303 sequences of 33, 1 tokens at the end left out" "$WORK/conv.out"; then
+import sys, glob, h5py, numpy as np
+work = sys.argv[1]
+flat = np.fromfile(f"{work}/train.bin", dtype=np.uint16)
+parts = []
+for path in sorted(glob.glob(f"{work}/tok/train_*.h5")):
+    with h5py.File(path) as f:
+        assert "y" not in f and f["x"].dtype == np.uint16, list(f)
+        parts.append(f["x"][...])
+x = np.concatenate(parts)
+assert x.shape == (303, 33), x.shape
+assert (x.reshape(-1) == flat[:303 * 33]).all()
+PY
+  pass "convert --tokens: 10000 uint16 tokens -> 303 sequences of 33 in 2 shards, every token in place, no y"
+else
+  fail "convert --tokens: $(cat "$WORK/conv.out" "$WORK/tok.check")"
+fi
+
 # inspect says which task each dataset fits.
 for pair in "reg/train_000.h5|float32 targets, 3 per sample: fits --task regression" \
   "lm/train_000.h5|no labels: fits --task lm (--vocab-size 64 or more, --context up to 32)" \
+  "tok/train_001.h5|no labels: fits --task lm (--vocab-size" \
   "cls/train_000.h5|integer labels in [0, 7]: fits --task classification (--num-classes 8 or more)"; do
   CASES=$((CASES + 1))
   out=$("$MNDDP_DATA_BIN" inspect "$WORK/${pair%%|*}" 2>&1)
