@@ -78,6 +78,107 @@ def resnet(name, shape, classes, stem):
     return model
 
 
+def vit(shape, hidden, layers, heads, patch, classes, dropout):
+    """torchvision's VisionTransformer (mlp_dim 4 x hidden), with mnddp's input channels."""
+    from torchvision.models import VisionTransformer
+
+    channels, height, width = shape
+    if height != width:
+        raise ValueError(f"torchvision's ViT takes square images only, this checkpoint's are {height}x{width}")
+    model = VisionTransformer(image_size=height, patch_size=patch, num_layers=layers, num_heads=heads,
+                              hidden_dim=hidden, mlp_dim=4 * hidden, num_classes=classes, dropout=dropout)
+    if channels != 3:
+        model.conv_proj = nn.Conv2d(channels, hidden, patch, stride=patch)
+    return model
+
+
+class CosmoFlowBlock(nn.Module):
+    def __init__(self, channels, out, pool):
+        super().__init__()
+        self.conv = nn.Conv3d(channels, out, 3, padding=1)
+        self.pool = pool
+
+    def forward(self, x):
+        x = nn.functional.leaky_relu(self.conv(x))
+        return nn.functional.max_pool3d(x, 2) if self.pool else x
+
+
+class Cnn3d(nn.Module):
+    """mnddp's cnn3d: the CosmoFlow layout (src/model/cnn3d.cpp), linear output."""
+
+    def __init__(self, shape, hidden, layers, outputs, dropout):
+        super().__init__()
+        channels, sides = shape[0], list(shape[1:])
+        self.conv_seq = nn.ModuleList()
+        for i in range(layers):
+            out = min(hidden << min(i, 10), 1024)
+            pool = all(side >= 2 for side in sides)
+            self.conv_seq.append(CosmoFlowBlock(channels, out, pool))
+            sides = [side // 2 for side in sides] if pool else sides
+            channels = out
+        self.dense1 = nn.Linear(channels * int(np.prod(sides)), 128)
+        self.dense2 = nn.Linear(128, 64)
+        self.output = nn.Linear(64, outputs)
+        self.dr1, self.dr2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x):
+        x = x.unsqueeze(1) if x.dim() == 4 else x
+        for block in self.conv_seq:
+            x = block(x)
+        x = x.permute(0, 2, 3, 4, 1).flatten(1)
+        x = self.dr1(nn.functional.leaky_relu(self.dense1(x), 0.3))
+        x = self.dr2(nn.functional.leaky_relu(self.dense2(x), 0.3))
+        return self.output(x)
+
+
+class GptBlock(nn.Module):
+    """nanoGPT's Block: its parameter names (attn.c_attn, mlp.c_fc, ...)."""
+
+    def __init__(self, d, heads, dropout):
+        super().__init__()
+        self.heads = heads
+        self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.Module()
+        self.attn.c_attn, self.attn.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Module()
+        self.mlp.c_fc, self.mlp.c_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.dropout = dropout
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.attn.c_attn(self.ln_1(x)).split(d, 2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.attn.c_proj(y.transpose(1, 2).contiguous().view(b, t, d))
+        return x + self.mlp.c_proj(nn.functional.gelu(self.mlp.c_fc(self.ln_2(x))))
+
+
+class Gpt(nn.Module):
+    """mnddp's gpt in nanoGPT's layout; with tied embeddings lm_head shares transformer.wte."""
+
+    def __init__(self, vocab, context, d, layers, heads, dropout, tied):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, d), wpe=nn.Embedding(context, d), drop=nn.Dropout(dropout),
+            h=nn.ModuleList([GptBlock(d, heads, dropout) for _ in range(layers)]), ln_f=nn.LayerNorm(d)))
+        self.tied = tied
+        if not tied:
+            self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, tokens):
+        t = self.transformer
+        x = t.drop(t.wte(tokens) + t.wpe(torch.arange(tokens.size(1), device=tokens.device)))
+        for block in t.h:
+            x = block(x)
+        x = t.ln_f(x)
+        return nn.functional.linear(x, t.wte.weight) if self.tied else self.lm_head(x)
+
+
+def torchscript(path):
+    """The user's own scripted module: the file the run trained (--model torchscript:PATH)."""
+    return torch.jit.load(path, map_location="cpu")
+
+
 class ImageInput(nn.Module):
     """[N, H, W] images get one channel, as in mnddp."""
 
@@ -92,10 +193,27 @@ class ImageInput(nn.Module):
         return self.net.load_state_dict(state, strict=strict)
 
 
-def build_model(config, sample_shape):
+def outputs(config, state):
+    """The model's output width: classes, or regression targets (from the head's shape)."""
+    if config.get("task", "classification") == "regression":
+        last = [v for k, v in state.items() if k.endswith("weight") and v.dim() == 2][-1]
+        return last.shape[0]
+    return int(config["num-classes"])
+
+
+def build_model(config, sample_shape, state):
     name = config["model"]
     hidden, layers = int(config["hidden"]), int(config["layers"])
-    classes, dropout = int(config["num-classes"]), float(config["dropout"])
+    classes, dropout = outputs(config, state), float(config["dropout"])
+    if name.startswith("torchscript:"):
+        return torchscript(name[len("torchscript:"):])
+    if name == "gpt":
+        vocab, d = state["transformer.wte.weight"].shape
+        return Gpt(vocab, state["transformer.wpe.weight"].shape[0], d, layers, int(config["heads"]), dropout,
+                   config.get("tie-embeddings", "true") == "true")
+    if name == "cnn3d":
+        shape = list(sample_shape)
+        return Cnn3d([1] + shape if len(shape) == 3 else shape, hidden, layers, classes, dropout)
     if name == "mlp":
         return Mlp(int(np.prod(sample_shape)), hidden, layers, classes, dropout)
     if name == "convnet":
@@ -108,6 +226,12 @@ def build_model(config, sample_shape):
         if len(shape) == 2:
             shape = [1] + shape
         return ImageInput(resnet(name, shape, classes, config.get("stem", "auto")))
+    if name == "vit":
+        shape = list(sample_shape)
+        if len(shape) == 2:
+            shape = [1] + shape
+        return ImageInput(vit(shape, hidden, layers, int(config["heads"]), int(config["patch-size"]), classes,
+                              dropout))
     raise ValueError(f"unknown model '{name}' in the checkpoint's config")
 
 
@@ -135,24 +259,62 @@ def read_state(path):
 
 def load_checkpoint(path):
     state, config, shape = read_state(path)
-    model = build_model(config, shape)
+    model = build_model(config, shape, state)
     model.load_state_dict(state, strict=True)
     return model, config
 
 
-def evaluate(model, pattern, x_name="x", y_name="y"):
-    """Accuracy over every sample of the shards matching `pattern`, exactly as mnddp counts it."""
-    correct = total = 0
+def evaluate(model, config, pattern):
+    """The task's validation metrics over every sample of the shards matching `pattern`, as mnddp
+    computes them: {"loss", "accuracy"} (classification: argmax, exact), {"loss", "mse"}
+    (regression) or {"loss", "perplexity"} (lm, over the context's next tokens), and the samples."""
+    task = config.get("task", "classification")
+    x_name, y_name = config.get("x-name", "x"), config.get("y-name", "y")
+    loss_sum = correct = values = total = 0.0
     model.eval()
     with torch.no_grad():
         for path in sorted(glob.glob(pattern)):
             with h5py.File(path, "r") as f:
-                x = torch.from_numpy(f[x_name][...].astype(np.float32))
-                y = torch.from_numpy(f[y_name][...].astype(np.int64))
-            for start in range(0, len(x), 256):
-                correct += int((model(x[start:start + 256]).argmax(1) == y[start:start + 256]).sum())
-            total += len(x)
-    return correct / total, total
+                x_all = f[x_name][...]
+                y_all = f[y_name][...] if task != "lm" else None
+            for start in range(0, len(x_all), 256):
+                x = torch.from_numpy(x_all[start:start + 256])
+                if task == "lm":
+                    context = int(config.get("context", "0")) or x.shape[1] - 1
+                    x = x.to(torch.int64)
+                    out = model(x[:, :context])
+                    target = x[:, 1:context + 1]
+                    loss_sum += float(nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1),
+                                                                  reduction="sum"))
+                    values += target.numel()
+                else:
+                    scale = 255.0 if x.dtype == torch.uint8 and config.get("scale-uint8", "true") == "true" else 1.0
+                    out = model(x.to(torch.float32) / scale)
+                    y = torch.from_numpy(y_all[start:start + 256])
+                    if task == "regression":
+                        y = y.to(torch.float32).reshape(out.shape)
+                        if config.get("loss", "mse") == "huber":
+                            loss_sum += float(nn.functional.huber_loss(out, y, reduction="sum",
+                                                                       delta=float(config["huber-delta"])))
+                        else:
+                            loss_sum += float(nn.functional.mse_loss(out, y, reduction="sum"))
+                        values += y.numel()
+                    else:
+                        y = y.to(torch.int64)
+                        loss_sum += float(nn.functional.cross_entropy(out, y, reduction="sum",
+                                                                      label_smoothing=float(
+                                                                          config.get("label-smoothing", "0"))))
+                        correct += int((out.argmax(1) == y).sum())
+                        values += len(y)
+                total += len(x)
+    metrics = {"loss": loss_sum / values}
+    if task == "classification":
+        metrics["accuracy"] = correct / total
+    elif task == "lm":
+        metrics["perplexity"] = float(np.exp(metrics["loss"]))
+    else:
+        metrics["mse"] = metrics["loss"] if config.get("loss", "mse") == "mse" else None
+    return metrics, int(total)
 
 
 def main():
@@ -163,8 +325,11 @@ def main():
     model, config = load_checkpoint(args.checkpoint)
     print(f"loaded {config['model']} with {sum(p.numel() for p in model.parameters())} parameters")
     if args.data:
-        accuracy, total = evaluate(model, args.data, config.get("x-name", "x"), config.get("y-name", "y"))
-        print(f"accuracy: {accuracy:.4f} ({total} samples)")
+        metrics, total = evaluate(model, config, args.data)
+        for name, value in metrics.items():
+            if value is not None:
+                print(f"{name}: {value:.4f}" if name == "accuracy" else f"{name}: {value:.8g}")
+        print(f"({total} samples)")
     return 0
 
 

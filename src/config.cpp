@@ -174,16 +174,20 @@ void validate(const TrainingConfig& config) {
                                  config.steps_per_run));
   if (config.min_lr > config.lr)
     throw UsageError(fmt::format("--min-lr: must not exceed --lr (got min-lr {}, lr {})", config.min_lr, config.lr));
-  // Token models read token ids; the others read float samples.
-  const bool token_model = config.model == ModelKind::Gpt;
-  if (token_model != (config.task == TaskKind::Lm))
-    throw UsageError(fmt::format("--model {}: {} --task {} (use {})", choice_name(config.model),
-                                 token_model ? "is a language model and does not fit" : "does not fit",
-                                 choice_name(config.task),
-                                 token_model ? "--task lm" : "--model gpt for --task lm, or mlp/convnet otherwise"));
-  if (config.model == ModelKind::Gpt && config.hidden % config.heads != 0)
-    throw UsageError(fmt::format("--heads {}: must divide --hidden {} (the GPT width splits into heads)", config.heads,
-                                 config.hidden));
+  // Token models read token ids; the zoo's others read float samples. A TorchScript module may
+  // be either: one forward pass at load time checks it against the task.
+  const ModelKind kind = config.model.kind;
+  if (kind != ModelKind::Torchscript) {
+    const bool token_model = kind == ModelKind::Gpt;
+    if (token_model != (config.task == TaskKind::Lm))
+      throw UsageError(fmt::format("--model {}: {} --task {} (use {})", config.model.text(),
+                                   token_model ? "is a language model and does not fit" : "does not fit",
+                                   choice_name(config.task),
+                                   token_model ? "--task lm" : "--model gpt or torchscript:PATH for --task lm"));
+  }
+  if ((kind == ModelKind::Gpt || kind == ModelKind::Vit) && config.hidden % config.heads != 0)
+    throw UsageError(fmt::format("--heads {}: must divide --hidden {} (the {} width splits into heads)", config.heads,
+                                 config.hidden, kind == ModelKind::Gpt ? "GPT" : "ViT"));
 }
 
 std::string to_ini(const TrainingConfig& config) {

@@ -191,15 +191,28 @@ std::vector<OptionSpec> build_table() {
         at_least<std::int64_t>(0));
 
   t.group("Model");
-  t.choice("model", &C::model, "network to train (resnet*: torchvision's; gpt: for --task lm)");
-  t.add("hidden", &C::hidden, "width of the hidden layers (MLP), base channels (ConvNet) or d_model (GPT)",
+  {
+    std::string zoo;
+    for (const auto& name : choice_names<ModelKind>())
+      if (name != choice_name(ModelKind::Torchscript)) zoo += name + " | ";
+    t.parsed<ModelName>(
+        "model", &C::model,
+        "network to train (resnet*, vit: torchvision's layouts; gpt: for --task lm; torchscript:PATH: "
+        "your own module, scripted or traced in Python, see docs/MODELS.md)",
+        zoo + "torchscript:PATH", parse_model_name, [](const ModelName& m) { return m.text(); },
+        " (" + zoo + "torchscript:PATH)");
+  }
+  t.add("hidden", &C::hidden,
+        "width of the hidden layers (MLP), base channels (ConvNet, CNN3D) or model width d_model (ViT, GPT)",
         at_least(1));
-  t.add("layers", &C::layers, "number of hidden layers (MLP), conv blocks (ConvNet) or Transformer blocks (GPT)",
-        at_least(1));
+  t.add("layers", &C::layers,
+        "number of hidden layers (MLP), conv blocks (ConvNet, CNN3D) or Transformer blocks (ViT, GPT)", at_least(1));
   t.choice("stem", &C::stem,
            "ResNet first layers: imagenet (7x7 stride-2 convolution, max-pool), cifar (3x3, no pooling), or auto "
            "(cifar for images up to 64x64)");
-  t.add("heads", &C::heads, "GPT: attention heads (hidden must be a multiple)", at_least(1));
+  t.add("heads", &C::heads, "ViT, GPT: attention heads (hidden must be a multiple)", at_least(1));
+  t.add("patch-size", &C::patch_size, "ViT: side of the square patches (must divide the image's height and width)",
+        at_least(1));
   t.add("tie-embeddings", &C::tie_embeddings, "GPT: the output layer shares the token embedding's weight",
         Check<bool>{});
   t.add("dropout", &C::dropout, "dropout probability (before the classifier; GPT: in every block)",

@@ -22,11 +22,11 @@ enum class Backend { Auto, Nccl, Mpi };                    // --backend: what ca
 enum class DeviceRequest { Auto, Cpu, Cuda };              // --device
 enum class OptimizerKind { Sgd, AdamW };                   // --optimizer
 enum class LrSchedule { Constant, Cosine, Step, Linear };  // --lr-schedule
-enum class ModelKind { Mlp, ConvNet, Resnet18, Resnet34, Resnet50, Gpt };  // --model
-enum class Stem { Auto, Cifar, Imagenet };                                 // --stem: a ResNet's first layers
-enum class TaskKind { Classification, Regression, Lm };                    // --task
-enum class RegressionLoss { Mse, Huber };                                  // --loss
-enum class LogLevel { Trace, Debug, Info, Warn, Error };                   // --log-level
+enum class ModelKind { Mlp, ConvNet, Resnet18, Resnet34, Resnet50, Cnn3d, Vit, Gpt, Torchscript };  // --model
+enum class Stem { Auto, Cifar, Imagenet };                // --stem: a ResNet's first layers
+enum class TaskKind { Classification, Regression, Lm };   // --task
+enum class RegressionLoss { Mse, Huber };                 // --loss
+enum class LogLevel { Trace, Debug, Info, Warn, Error };  // --log-level
 
 // ChoiceNames<E>::table: every value of E with its option text, in the order --help lists them.
 template <typename E>
@@ -86,9 +86,15 @@ struct ChoiceNames<LrSchedule> {
 };
 template <>
 struct ChoiceNames<ModelKind> {
-  static constexpr std::array table{named(ModelKind::Mlp, "mlp"),           named(ModelKind::ConvNet, "convnet"),
-                                    named(ModelKind::Resnet18, "resnet18"), named(ModelKind::Resnet34, "resnet34"),
-                                    named(ModelKind::Resnet50, "resnet50"), named(ModelKind::Gpt, "gpt")};
+  static constexpr std::array table{named(ModelKind::Mlp, "mlp"),
+                                    named(ModelKind::ConvNet, "convnet"),
+                                    named(ModelKind::Resnet18, "resnet18"),
+                                    named(ModelKind::Resnet34, "resnet34"),
+                                    named(ModelKind::Resnet50, "resnet50"),
+                                    named(ModelKind::Cnn3d, "cnn3d"),
+                                    named(ModelKind::Vit, "vit"),
+                                    named(ModelKind::Gpt, "gpt"),
+                                    named(ModelKind::Torchscript, "torchscript")};
 };
 template <>
 struct ChoiceNames<Stem> {
@@ -153,5 +159,21 @@ E parse_choice_or_throw(const std::string& text, const std::string& option) {
   if (auto value = parse_choice<E>(text)) return *value;
   reject_choice(option, text, choice_list<E>());
 }
+
+// --model: a network of the zoo by name, or `torchscript:PATH`, the user's own module scripted or
+// traced in Python (ModelKind::Torchscript, with the file).
+struct ModelName {
+  ModelName() = default;
+  ModelName(ModelKind kind, std::string path = {}) : kind(kind), path(std::move(path)) {}  // NOLINT: a zoo name
+
+  ModelKind kind = ModelKind::Mlp;
+  std::string path;  // Torchscript: the file, made absolute so a resumed or evaluated run finds it
+
+  std::string text() const;  // the option's text: "resnet18" or "torchscript:/abs/model.pt"
+  bool operator==(const ModelName&) const = default;
+};
+
+// Throws UsageError naming --model for an unknown name or a torchscript without its file.
+ModelName parse_model_name(const std::string& text);
 
 }  // namespace mnddp

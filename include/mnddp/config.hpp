@@ -43,10 +43,11 @@ struct TrainingConfig {
   std::int64_t context = 0;                   // lm: tokens per input; 0: the stored length - 1
 
   // --- model ---
-  ModelKind model = ModelKind::Mlp;
-  int hidden = 256;  // MLP width, ConvNet base channels, GPT d_model
+  ModelName model;   // a zoo network, or torchscript:PATH
+  int hidden = 256;  // MLP width, ConvNet/CNN3D base channels, ViT/GPT width (d_model)
   int layers = 2;
-  int heads = 4;               // GPT attention heads
+  int heads = 4;               // ViT/GPT attention heads
+  int patch_size = 4;          // ViT: square patches of this side
   Stem stem = Stem::Auto;      // ResNet first layers
   bool tie_embeddings = true;  // GPT: the output layer shares the token embedding
   double dropout = 0.0;

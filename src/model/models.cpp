@@ -22,6 +22,17 @@ ModelSpec as_image(const ModelSpec& spec) {
   return image;
 }
 
+// The spec with a volume input [C, D, H, W] ([D, H, W] gets one channel), for cnn3d.
+ModelSpec as_volume(const ModelSpec& spec) {
+  ModelSpec volume = spec;
+  if (volume.input_shape.size() == 3) volume.input_shape.insert(volume.input_shape.begin(), 1);
+  if (volume.input_shape.size() != 4)
+    throw UsageError(fmt::format(
+        "--model cnn3d needs volumes shaped [C, D, H, W] or [D, H, W], but the data has samples shaped [{}]",
+        fmt::join(spec.input_shape, ", ")));
+  return volume;
+}
+
 }  // namespace
 
 std::shared_ptr<Model> make_model(const ModelSpec& spec) {
@@ -40,6 +51,19 @@ std::shared_ptr<Model> make_model(const ModelSpec& spec) {
       const bool small = image.input_shape[1] <= kCifarStemMaxSide && image.input_shape[2] <= kCifarStemMaxSide;
       return make_resnet(image, spec.stem == Stem::Cifar || (spec.stem == Stem::Auto && small));
     }
+    case ModelKind::Cnn3d:
+      return make_cnn3d(as_volume(spec));
+    case ModelKind::Vit: {
+      const ModelSpec image = as_image(spec);
+      if (image.input_shape[1] % spec.patch_size != 0 || image.input_shape[2] % spec.patch_size != 0)
+        throw UsageError(fmt::format("--patch-size {}: must divide the image's height and width ({}x{})",
+                                     spec.patch_size, image.input_shape[1], image.input_shape[2]));
+      if (spec.hidden % spec.heads != 0)
+        throw UsageError(fmt::format("--heads {}: must divide --hidden {}", spec.heads, spec.hidden));
+      return make_vit(image);
+    }
+    case ModelKind::Torchscript:
+      return load_torchscript(spec);
     case ModelKind::Gpt:
       if (spec.input_shape.size() != 1)
         throw UsageError(fmt::format("--model gpt reads token sequences [T], but its input is shaped [{}]",

@@ -1,6 +1,7 @@
 // Classification: cross-entropy with optional label smoothing (as torch's); top-1 and top-5
 // accuracy counted exactly.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <torch/nn/functional/loss.h>
 
 #include <algorithm>
@@ -19,6 +20,9 @@ class ClassificationTask final : public Task {
 
   BatchContent content() const override { return BatchContent::ClassLabels; }
   std::int64_t output_size() const override { return options_.num_classes; }
+  std::string describe() const override {
+    return fmt::format("--task classification with {} classes", options_.num_classes);
+  }
   TaskBatch split(const DeviceBatch& batch) const override { return {batch.x, batch.y}; }
 
   at::Tensor loss(const at::Tensor& output, const at::Tensor& target) const override {

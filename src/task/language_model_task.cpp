@@ -2,6 +2,7 @@
 // `context` tokens, the target the same span shifted by one; validation reports the mean token
 // loss, its perplexity and the share of tokens predicted exactly.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <torch/nn/functional/loss.h>
 
 #include <algorithm>
@@ -22,6 +23,10 @@ class LanguageModelTask final : public Task {
   BatchContent content() const override { return BatchContent::Tokens; }
   std::int64_t output_size() const override { return options_.vocab_size; }
   std::vector<std::int64_t> input_shape(const std::vector<std::int64_t>&) const override { return {options_.context}; }
+  std::vector<std::int64_t> output_shape() const override { return {options_.context, options_.vocab_size}; }
+  std::string describe() const override {
+    return fmt::format("--task lm with a vocabulary of {} and a context of {}", options_.vocab_size, options_.context);
+  }
   TaskBatch split(const DeviceBatch& batch) const override {
     return {batch.x.narrow(1, 0, options_.context), batch.x.narrow(1, 1, options_.context)};
   }

@@ -21,6 +21,9 @@ class RegressionTask final : public Task {
 
   BatchContent content() const override { return BatchContent::Targets; }
   std::int64_t output_size() const override { return targets_; }
+  std::string describe() const override {
+    return fmt::format("--task regression with {} target{} per sample", targets_, targets_ == 1 ? "" : "s");
+  }
   // Targets [N] become [N, 1], the shape of the model's output.
   TaskBatch split(const DeviceBatch& batch) const override { return {batch.x, batch.y.reshape({-1, targets_})}; }
 

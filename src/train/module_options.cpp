@@ -53,7 +53,9 @@ TaskOptions task_options(const TrainingConfig& config) {
 
 ModelSpec model_spec(const TrainingConfig& config, const std::vector<std::int64_t>& input_shape, std::int64_t outputs) {
   ModelSpec spec;
-  spec.kind = config.model;
+  spec.kind = config.model.kind;
+  spec.torchscript_path = config.model.path;
+  spec.patch_size = config.patch_size;
   spec.input_shape = input_shape;
   spec.num_outputs = outputs;
   spec.hidden = config.hidden;

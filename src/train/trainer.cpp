@@ -53,7 +53,7 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& co
     : run_(set_up_training(config, rank, control, std::move(wrap))) {
   const TrainingRun& r = *run_;
   spdlog::info("task {}, model {}: {} parameters; {} training samples in {} shards, sample shape [{}]",
-               choice_name(config.task), choice_name(config.model), parameter_count(*r.model),
+               choice_name(config.task), config.model.text(), parameter_count(*r.model),
                r.data.train_index.num_samples(), r.data.train_index.shards.size(),
                fmt::join(r.data.train_index.sample_shape, ", "));
   spdlog::info("global batch {} = {} ranks x {} x {} accumulation; {} steps per epoch, {} steps in all",

@@ -73,7 +73,11 @@ TrainingData open_training_data(const TrainingConfig& config, const RankInfo& ra
 std::shared_ptr<Model> build_model(const TrainingConfig& config, const TrainingData& data, const Task& task,
                                    const DeviceChoice& device, const RankInfo& rank) {
   torch::manual_seed(static_cast<std::uint64_t>(config.seed));
-  auto model = make_model(model_spec(config, task.input_shape(data.train_index.sample_shape), task.output_size()));
+  ModelSpec spec = model_spec(config, task.input_shape(data.train_index.sample_shape), task.output_size());
+  spec.token_input = task.kind() == TaskKind::Lm;
+  spec.output_shape = task.output_shape();
+  spec.output_meaning = task.describe();
+  auto model = make_model(spec);
   model->to(device.device);
   torch::manual_seed(static_cast<std::uint64_t>(config.seed) * 1000003ULL + static_cast<std::uint64_t>(rank.rank));
   return model;

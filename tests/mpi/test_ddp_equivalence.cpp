@@ -41,7 +41,7 @@ TrainingConfig small_run(const std::string& data, const std::string& model, cons
   TrainingConfig c;
   c.train_data = data + "/train_*.h5";
   c.val_data = data + "/val_*.h5";
-  c.model = parse_choice_or_throw<ModelKind>(model, "--model");
+  c.model = parse_model_name(model);
   c.hidden = 16;
   c.layers = 2;
   c.num_classes = 4;

@@ -77,15 +77,48 @@ TEST(Choices, EveryChoiceOptionParsesPrintsAndRejectsFromTheSameNames) {
   expect_option_takes_every_value("device", &TrainingConfig::device);
   expect_option_takes_every_value("optimizer", &TrainingConfig::optimizer);
   expect_option_takes_every_value("lr-schedule", &TrainingConfig::lr_schedule);
-  expect_option_takes_every_value<ModelKind>("model", &TrainingConfig::model, [](ModelKind model) {
-    return model == ModelKind::Gpt ? std::vector<std::string>{"--task", "lm"} : std::vector<std::string>{};
-  });
   expect_option_takes_every_value<TaskKind>("task", &TrainingConfig::task, [](TaskKind task) {
     return task == TaskKind::Lm ? std::vector<std::string>{"--model", "gpt"} : std::vector<std::string>{};
   });
   expect_option_takes_every_value("loss", &TrainingConfig::loss);
   expect_option_takes_every_value("stem", &TrainingConfig::stem);
   expect_option_takes_every_value("log-level", &TrainingConfig::log_level);
+}
+
+// --model takes every zoo name, and torchscript:PATH with the file made absolute; both round-trip.
+TEST(Choices, ModelTakesEveryZooNameAndATorchscriptFile) {
+  for (const auto& [kind, name] : ChoiceNames<ModelKind>::table) {
+    if (kind == ModelKind::Torchscript) continue;
+    std::vector<std::string> args = {"--model", std::string(name)};
+    if (kind == ModelKind::Gpt) args.insert(args.end(), {"--task", "lm"});
+    const TrainingConfig parsed = parse_command_line(args, {}).config;
+    EXPECT_EQ(parsed.model.kind, kind) << name;
+    EXPECT_EQ(parsed.model.text(), name);
+    EXPECT_EQ(parse_ini_text(to_ini(parsed)), parsed) << name;
+  }
+  const TrainingConfig scripted = parse_command_line({"--model", "torchscript:/models/../models/net.pt"}, {}).config;
+  EXPECT_EQ(scripted.model.kind, ModelKind::Torchscript);
+  EXPECT_EQ(scripted.model.path, "/models/net.pt");
+  EXPECT_EQ(parse_ini_text(to_ini(scripted)), scripted);
+  const TrainingConfig relative = parse_command_line({"--model", "torchscript:net.pt"}, {}).config;
+  EXPECT_TRUE(relative.model.path.starts_with("/")) << relative.model.path;
+  EXPECT_TRUE(relative.model.path.ends_with("/net.pt")) << relative.model.path;
+  // A language model may be the user's own: the task is checked against its output at load time.
+  EXPECT_NO_THROW(parse_command_line({"--model", "torchscript:lm.pt", "--task", "lm"}, {}));
+
+  const std::string zoo = "--model: must be one of mlp, convnet, resnet18, resnet34, resnet50, cnn3d, vit, gpt, or ";
+  EXPECT_EQ(testing_support::usage_error_of([] {
+              parse_command_line({"--model", "bogus"}, {});
+            }),
+            zoo + "torchscript:PATH (got 'bogus')");
+  EXPECT_EQ(testing_support::usage_error_of([] {
+              parse_command_line({"--model", "torchscript"}, {});
+            }),
+            zoo + "torchscript:PATH (got 'torchscript')");
+  EXPECT_EQ(testing_support::usage_error_of([] {
+              parse_command_line({"--model", "torchscript:"}, {});
+            }),
+            "--model torchscript: needs the module's file, as torchscript:PATH");
 }
 
 TEST(Choices, HelpAndReferenceListTheChoices) {
@@ -95,10 +128,10 @@ TEST(Choices, HelpAndReferenceListTheChoices) {
     const bool space = c == ' ' || c == '\n';
     if (!space || help.empty() || help.back() != ' ') help += space ? ' ' : c;
   }
-  for (const char* list :
-       {"(mlp | convnet | resnet18 | resnet34 | resnet50 | gpt)", "(auto | cifar | imagenet)",
-        "(classification | regression | lm)", "(mse | huber)", "(sgd | adamw)", "(constant | cosine | step | linear)",
-        "(off | bf16 | fp16)", "(auto | nccl | mpi)", "(auto | cpu | cuda)", "(none | bf16 | fp16)"})
+  for (const char* list : {"(mlp | convnet | resnet18 | resnet34 | resnet50 | cnn3d | vit | gpt | torchscript:PATH)",
+                           "(auto | cifar | imagenet)", "(classification | regression | lm)", "(mse | huber)",
+                           "(sgd | adamw)", "(constant | cosine | step | linear)", "(off | bf16 | fp16)",
+                           "(auto | nccl | mpi)", "(auto | cpu | cuda)", "(none | bf16 | fp16)"})
     EXPECT_NE(help.find(list), std::string::npos) << list;
   const std::string reference = help_markdown();
   EXPECT_NE(reference.find("| `--amp` | `MNDDP_AMP` | off \\| bf16 \\| fp16 |"), std::string::npos) << reference;

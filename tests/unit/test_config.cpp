@@ -48,11 +48,11 @@ TEST(Config, CommandLineWinsOverEnvironmentWhichWinsOverFile) {
   const auto ini = write_file(dir, "run.ini", "lr = 0.3\nbatch-size = 16\nmodel = convnet\nepochs = 7\n");
   const Environment env = {{"MNDDP_LR", "0.2"}, {"MNDDP_BATCH_SIZE", "32"}, {"MNDDP_UNRELATED", "x"}};
   const auto parsed = parse_command_line({"--config", ini, "--lr", "0.1"}, env);
-  EXPECT_DOUBLE_EQ(parsed.config.lr, 0.1);                        // CLI
-  EXPECT_EQ(parsed.config.batch_size, 32);                        // env over file
-  EXPECT_EQ(parsed.config.model, mnddp::ModelKind::ConvNet);      // file over default
-  EXPECT_EQ(parsed.config.epochs, 7);                             // file
-  EXPECT_EQ(parsed.config.optimizer, mnddp::OptimizerKind::Sgd);  // default
+  EXPECT_DOUBLE_EQ(parsed.config.lr, 0.1);                         // CLI
+  EXPECT_EQ(parsed.config.batch_size, 32);                         // env over file
+  EXPECT_EQ(parsed.config.model.kind, mnddp::ModelKind::ConvNet);  // file over default
+  EXPECT_EQ(parsed.config.epochs, 7);                              // file
+  EXPECT_EQ(parsed.config.optimizer, mnddp::OptimizerKind::Sgd);   // default
   EXPECT_EQ(parsed.config_file, ini);
 }
 
@@ -144,7 +144,7 @@ TEST(Config, PrintConfigRoundTrips) {
   changed.val_data = "";
   changed.lr = 0.1 + 0.2;  // not exactly representable: the text must carry every digit
   changed.weight_decay = 1e-5;
-  changed.model = mnddp::ModelKind::ConvNet;
+  changed.model = mnddp::parse_model_name("torchscript:/models/my net.pt");
   changed.amp = mnddp::Amp::BF16;
   changed.resume = mnddp::parse_resume_from("/ckpt/step-00000010.h5");
   changed.preempt_signals = {SIGUSR1, SIGXCPU};

@@ -1,5 +1,6 @@
-// The model zoo: ResNets with torchvision's parameter counts and names, both stems; GPT's size (the
-// published formula, GPT-2 small's 124,439,808) and causality.
+// The model zoo: ResNets with torchvision's parameter counts and names, both stems; ViT-B/16's
+// count and names (torchvision's); CNN3D's layout on volumes; GPT's size (the published formula,
+// GPT-2 small's 124,439,808) and causality.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -116,6 +117,52 @@ TEST(Gpt, RefusesAHeadCountThatDoesNotDivideTheWidth) {
   spec.heads = 4;
   const auto message = usage_error_of([&] { make_model(spec); });
   EXPECT_NE(message.find("--heads 4: must divide --hidden 30"), std::string::npos) << message;
+}
+
+TEST(Vit, VitB16HasTorchvisionsParameterCountAndNames) {
+  ModelSpec spec = resnet(ModelKind::Vit, {3, 224, 224}, 1000);
+  spec.patch_size = 16;
+  spec.hidden = 768;
+  spec.layers = 12;
+  spec.heads = 12;
+  const auto model = make_model(spec);
+  EXPECT_EQ(parameter_count(*model), 86567656);  // torchvision.models.vit_b_16()
+  std::set<std::string> names;
+  for (const auto& item : model->named_parameters()) names.insert(item.key());
+  for (const char* name : {"class_token", "conv_proj.weight", "encoder.pos_embedding",
+                           "encoder.layers.encoder_layer_0.self_attention.in_proj_weight",
+                           "encoder.layers.encoder_layer_11.self_attention.out_proj.bias",
+                           "encoder.layers.encoder_layer_3.mlp.3.weight", "encoder.ln.weight", "heads.head.weight"})
+    EXPECT_EQ(names.count(name), 1U) << name;
+}
+
+TEST(Vit, ClassifiesNonSquareGreyscaleImagesAndRefusesAPatchThatDoesNotDivide) {
+  ModelSpec spec = resnet(ModelKind::Vit, {12, 8}, 5);
+  spec.hidden = 32;
+  spec.heads = 4;
+  spec.patch_size = 4;
+  EXPECT_EQ(make_model(spec)->forward(at::randn({3, 12, 8})).sizes(), at::IntArrayRef({3, 5}));
+  spec.patch_size = 5;
+  EXPECT_EQ(usage_error_of([&] { make_model(spec); }),
+            "--patch-size 5: must divide the image's height and width (12x8)");
+}
+
+TEST(Cnn3d, MapsVolumesToTargetsWithTheCosmoFlowLayout) {
+  ModelSpec spec = resnet(ModelKind::Cnn3d, {2, 16, 16, 8}, 3);
+  spec.hidden = 8;
+  spec.layers = 3;
+  const auto model = make_model(spec);
+  EXPECT_EQ(model->forward(at::randn({4, 2, 16, 16, 8})).sizes(), at::IntArrayRef({4, 3}));
+  // Conv3d 3x3x3 with channels 8, 16, 32, pooled to 2x2x1; dense 128, 64, 3.
+  const std::int64_t convs = (2 * 27 * 8 + 8) + (8 * 27 * 16 + 16) + (16 * 27 * 32 + 32);
+  const std::int64_t dense = (32 * 4 * 128 + 128) + (128 * 64 + 64) + (64 * 3 + 3);
+  EXPECT_EQ(parameter_count(*model), convs + dense);
+  // [D, H, W] gets one channel; images do not fit.
+  spec.input_shape = {8, 8, 8};
+  EXPECT_EQ(make_model(spec)->forward(at::randn({2, 8, 8, 8})).sizes(), at::IntArrayRef({2, 3}));
+  spec.input_shape = {8, 8};
+  EXPECT_NE(usage_error_of([&] { make_model(spec); }).find("--model cnn3d needs volumes shaped [C, D, H, W]"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -52,6 +52,10 @@ class Task {
   virtual std::vector<std::int64_t> input_shape(const std::vector<std::int64_t>& sample_shape) const {
     return sample_shape;
   }
+  // One sample's model output shape: [output_size()] (lm: [context, vocab]).
+  virtual std::vector<std::int64_t> output_shape() const { return {output_size()}; }
+  // The task in words, for errors about a model's output ("--task lm with vocabulary 256").
+  virtual std::string describe() const = 0;
   virtual TaskBatch split(const DeviceBatch& batch) const = 0;
   // The micro-batch's mean loss (float32 scalar) of `output` (any float dtype) against `target`.
   virtual at::Tensor loss(const at::Tensor& output, const at::Tensor& target) const = 0;
