@@ -62,7 +62,8 @@ if [ "$evals" = "5 10 15 16 20 25 30 32 " ]; then pass "--eval-interval 5: valid
 
 # Checkpoints of the new models: a run stopped every few steps (--steps-per-run) and resumed ends
 # bitwise identical to an uninterrupted one (parameters, BatchNorm statistics, AdamW state, RNG) with
-# the same loss log. GPT with dropout (the RNG matters), ResNet-18 with its BatchNorm buffers.
+# the same loss log. GPT with dropout (the RNG matters), ResNet-18 with its BatchNorm buffers (with
+# AdamW, and with LARS and its two param groups).
 COMPARE=("$MNDDP_PYTHON" "$MNDDP_SOURCE_DIR/tests/e2e/compare_checkpoints.py")
 "$MNDDP_DATA_BIN" synth --out "$WORK/img" --train-samples 256 --val-samples 64 --shards 2 --shape 3,8,8 --classes 4 \
   >/dev/null
@@ -88,6 +89,10 @@ round_trip() {  # round_trip NAME ARGS...
 round_trip gpt "${LM[@]}" --dropout 0.1 --max-steps 16 --log-interval 4
 round_trip resnet18 --model resnet18 --train-data "$WORK/img/train_*.h5" --val-data "$WORK/img/val_*.h5" \
   --num-classes 4 --optimizer adamw --lr 0.001 --batch-size 8 --max-steps 16 --log-interval 4
+# LARS as MLPerf trains ResNet-50: BatchNorm weights and biases in the group without trust ratio.
+round_trip resnet18-lars --model resnet18 --train-data "$WORK/img/train_*.h5" --val-data "$WORK/img/val_*.h5" \
+  --num-classes 4 --optimizer lars --lr 1 --lars-eta 0.01 --weight-decay 0.0001 --warmup-steps 4 --batch-size 8 \
+  --max-steps 16 --log-interval 4
 
 # nanoGPT's flat uint16 token file -> [N, T] shards: every token in place, the tail left out.
 "$MNDDP_PYTHON" -c "import numpy as np; np.random.default_rng(3).integers(0, 50257, 10000).astype(np.uint16).tofile('$WORK/train.bin')"
