@@ -67,8 +67,9 @@ at::Tensor Lamb::step(LossClosure closure) {
     at::_foreach_mul_(exp_avg_sqs, options.beta2());
     at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1.0 - options.beta2());
 
-    std::vector<at::Tensor> update = at::_foreach_div(exp_avgs, correction1);  // m_hat
-    std::vector<at::Tensor> denom = at::_foreach_sqrt(at::_foreach_div(exp_avg_sqs, correction2));
+    std::vector<at::Tensor> update = at::_foreach_div(exp_avgs, correction1);    // m_hat
+    std::vector<at::Tensor> denom = at::_foreach_div(exp_avg_sqs, correction2);  // v_hat
+    at::_foreach_sqrt_(denom);
     at::_foreach_add_(denom, options.eps());
     at::_foreach_div_(update, denom);
     if (options.weight_decay() != 0.0) at::_foreach_add_(update, params, options.weight_decay());

@@ -52,7 +52,7 @@ TEST(ParameterGroups, BiasesAndNormsByShapeInRegistrationOrder) {
   Zoo zoo;
   const ParameterGroups groups = split_parameter_groups(zoo.named_parameters(), true);
   EXPECT_EQ(groups.decay_names, (Names{"embed.weight", "conv.weight", "fc.weight", "head.weight"}));
-  EXPECT_EQ(groups.no_decay_names,
+  ASSERT_EQ(groups.no_decay_names,
             (Names{"conv.bias", "bn.weight", "bn.bias", "fc.bias", "ln.weight", "ln.bias", "gn.weight", "gn.bias"}));
   ASSERT_EQ(groups.decay.size(), groups.decay_names.size());
   ASSERT_EQ(groups.no_decay.size(), groups.no_decay_names.size());
@@ -63,7 +63,7 @@ TEST(ParameterGroups, BiasesAndNormsByShapeInRegistrationOrder) {
   EXPECT_TRUE(off.no_decay_names.empty());
 }
 
-TEST(ParameterGroups, ResNetAndGptExcludeEveryBiasAndNorm) {
+TEST(ParameterGroups, ResNetExcludesEveryBatchNormAndBias) {
   ModelSpec resnet;
   resnet.kind = ModelKind::Resnet18;
   resnet.input_shape = {3, 32, 32};
