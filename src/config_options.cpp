@@ -227,7 +227,8 @@ std::vector<OptionSpec> build_table() {
   t.add("momentum", &C::momentum, "SGD and LARS momentum", in_half_open(0.0, 1.0));
   t.add("nesterov", &C::nesterov, "use Nesterov momentum (SGD only)", Check<bool>{});
   t.add("weight-decay", &C::weight_decay,
-        "weight decay (SGD: added to the gradient; AdamW and LAMB: decoupled; LARS: inside the trust ratio)",
+        "weight decay (SGD: added to the gradient; AdamW and LAMB: decoupled; LARS: added to the gradient and in "
+        "the trust ratio)",
         at_least(0.0));
   t.add("beta1", &C::beta1, "AdamW and LAMB beta1", in_half_open(0.0, 1.0));
   t.add("beta2", &C::beta2, "AdamW and LAMB beta2", in_half_open(0.0, 1.0));

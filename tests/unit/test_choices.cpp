@@ -95,10 +95,10 @@ TEST(Choices, HelpAndReferenceListTheChoices) {
     const bool space = c == ' ' || c == '\n';
     if (!space || help.empty() || help.back() != ' ') help += space ? ' ' : c;
   }
-  for (const char* list :
-       {"(mlp | convnet | resnet18 | resnet34 | resnet50 | gpt)", "(auto | cifar | imagenet)",
-        "(classification | regression | lm)", "(mse | huber)", "(sgd | adamw)", "(constant | cosine | step | linear)",
-        "(off | bf16 | fp16)", "(auto | nccl | mpi)", "(auto | cpu | cuda)", "(none | bf16 | fp16)"})
+  for (const char* list : {"(mlp | convnet | resnet18 | resnet34 | resnet50 | gpt)", "(auto | cifar | imagenet)",
+                           "(classification | regression | lm)", "(mse | huber)", "(sgd | adamw | lars | lamb)",
+                           "(constant | cosine | step | linear)", "(off | bf16 | fp16)", "(auto | nccl | mpi)",
+                           "(auto | cpu | cuda)", "(none | bf16 | fp16)"})
     EXPECT_NE(help.find(list), std::string::npos) << list;
   const std::string reference = help_markdown();
   EXPECT_NE(reference.find("| `--amp` | `MNDDP_AMP` | off \\| bf16 \\| fp16 |"), std::string::npos) << reference;
