@@ -172,6 +172,9 @@ void validate(const TrainingConfig& config) {
   if (config.steps_per_run > 0 && config.checkpoint_dir.empty())
     throw UsageError(fmt::format("--steps-per-run {}: needs --checkpoint-dir, or the next run could not continue",
                                  config.steps_per_run));
+  if (config.nesterov && config.optimizer != OptimizerKind::Sgd)
+    throw UsageError(fmt::format("--nesterov: only --optimizer sgd has Nesterov momentum (got --optimizer {})",
+                                 choice_name(config.optimizer)));
   if (config.min_lr > config.lr)
     throw UsageError(fmt::format("--min-lr: must not exceed --lr (got min-lr {}, lr {})", config.min_lr, config.lr));
   // Token models read token ids; the zoo's others read float samples. A TorchScript module may

@@ -77,6 +77,21 @@ Check<std::string> any_text() {
   };
 }
 
+// A tri-state switch: auto (nullopt), or Boost's spellings of a boolean.
+std::function<std::optional<bool>(const std::string&)> parse_auto_bool(std::string name) {
+  return [name](const std::string& text) -> std::optional<bool> {
+    if (text == "auto") return std::nullopt;
+    if (text == "true" || text == "on" || text == "yes" || text == "1") return true;
+    if (text == "false" || text == "off" || text == "no" || text == "0") return false;
+    reject(name, text, "must be auto, true or false");
+  };
+}
+
+std::string format_auto_bool(const std::optional<bool>& value) {
+  if (!value) return "auto";
+  return *value ? "true" : "false";
+}
+
 std::string choices_type(const std::vector<std::string>& choices) {
   return fmt::format("{}", fmt::join(choices, " | "));
 }
@@ -114,18 +129,19 @@ class TableBuilder {
   template <typename T>
   void parsed(const char* name, T TrainingConfig::*field, const char* help, std::string type,
               std::function<T(const std::string&)> parse, std::function<std::string(const T&)> format,
-              const std::string& help_suffix = {}) {
+              const std::string& help_suffix = {}, const std::string& implicit = {}) {
     OptionSpec row;
     row.name = name;
     row.group = group_;
     row.type_name = std::move(type);
     row.help = help;
-    row.bind = [name, field, described = help + help_suffix, parse, format](
+    row.bind = [name, field, described = help + help_suffix, parse, format, implicit](
                    po::options_description& desc, TrainingConfig& target, const TrainingConfig& defaults) {
       const std::string fallback = format(defaults.*field);
       auto* value = po::value<std::string>()
                         ->default_value(fallback, fallback)
                         ->notifier([&target, field, parse](const std::string& text) { target.*field = parse(text); });
+      if (!implicit.empty()) value->implicit_value(implicit, implicit);  // a bare --flag
       desc.add_options()(name, value, described.c_str());
     };
     row.format = [field, format](const TrainingConfig& c) { return format(c.*field); };
@@ -221,12 +237,22 @@ std::vector<OptionSpec> build_table() {
   t.group("Optimizer");
   t.choice("optimizer", &C::optimizer, "optimizer");
   t.add("lr", &C::lr, "peak learning rate", greater_than(0.0));
-  t.add("momentum", &C::momentum, "SGD momentum", in_half_open(0.0, 1.0));
-  t.add("nesterov", &C::nesterov, "use Nesterov momentum with SGD", Check<bool>{});
-  t.add("weight-decay", &C::weight_decay, "weight decay (decoupled for AdamW)", at_least(0.0));
-  t.add("beta1", &C::beta1, "AdamW beta1", in_half_open(0.0, 1.0));
-  t.add("beta2", &C::beta2, "AdamW beta2", in_half_open(0.0, 1.0));
-  t.add("eps", &C::eps, "AdamW epsilon", greater_than(0.0));
+  t.add("momentum", &C::momentum, "SGD and LARS momentum", in_half_open(0.0, 1.0));
+  t.add("nesterov", &C::nesterov, "use Nesterov momentum (SGD only)", Check<bool>{});
+  t.add("weight-decay", &C::weight_decay,
+        "weight decay (SGD: added to the gradient; AdamW and LAMB: decoupled; LARS: added to the gradient and in "
+        "the trust ratio)",
+        at_least(0.0));
+  t.add("beta1", &C::beta1, "AdamW and LAMB beta1", in_half_open(0.0, 1.0));
+  t.add("beta2", &C::beta2, "AdamW and LAMB beta2", in_half_open(0.0, 1.0));
+  t.add("eps", &C::eps, "AdamW and LAMB: added to sqrt(v_hat); LARS: in the trust ratio's denominator",
+        greater_than(0.0));
+  t.add("lars-eta", &C::lars_eta, "LARS trust coefficient eta (docs/MODELS.md#optimizers)", greater_than(0.0));
+  t.parsed<std::optional<bool>>(
+      "no-decay-norm-bias", &C::no_decay_norm_bias,
+      "biases and normalization weights (every parameter of at most one dimension) get no weight decay and, with "
+      "LARS and LAMB, no trust ratio; auto: true for adamw, lars and lamb, false for sgd",
+      "auto | true | false", parse_auto_bool("no-decay-norm-bias"), format_auto_bool, " (auto | true | false)", "true");
   t.add("grad-clip", &C::grad_clip, "clip the global gradient norm to this value; 0 disables", at_least(0.0));
 
   t.group("Schedule");

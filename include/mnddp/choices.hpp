@@ -20,7 +20,7 @@ enum class NonfiniteGradients { Abort, Skip };             // --on-nonfinite: Na
 enum class GradCompression { None, BF16, FP16 };           // --grad-compression: all-reduce precision
 enum class Backend { Auto, Nccl, Mpi };                    // --backend: what carries the gradients
 enum class DeviceRequest { Auto, Cpu, Cuda };              // --device
-enum class OptimizerKind { Sgd, AdamW };                   // --optimizer
+enum class OptimizerKind { Sgd, AdamW, Lars, Lamb };       // --optimizer
 enum class LrSchedule { Constant, Cosine, Step, Linear };  // --lr-schedule
 enum class ModelKind { Mlp, ConvNet, Resnet18, Resnet34, Resnet50, Cnn3d, Vit, Gpt, Torchscript };  // --model
 enum class Stem { Auto, Cifar, Imagenet };                // --stem: a ResNet's first layers
@@ -77,7 +77,8 @@ struct ChoiceNames<DeviceRequest> {
 };
 template <>
 struct ChoiceNames<OptimizerKind> {
-  static constexpr std::array table{named(OptimizerKind::Sgd, "sgd"), named(OptimizerKind::AdamW, "adamw")};
+  static constexpr std::array table{named(OptimizerKind::Sgd, "sgd"), named(OptimizerKind::AdamW, "adamw"),
+                                    named(OptimizerKind::Lars, "lars"), named(OptimizerKind::Lamb, "lamb")};
 };
 template <>
 struct ChoiceNames<LrSchedule> {

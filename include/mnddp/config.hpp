@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,11 @@ struct TrainingConfig {
   double weight_decay = 0.0;
   double beta1 = 0.9;
   double beta2 = 0.999;
-  double eps = 1e-8;
+  double eps = 1e-8;        // AdamW and LAMB: added to sqrt(v_hat); LARS: in the trust ratio's denominator
+  double lars_eta = 0.001;  // LARS trust coefficient
+  // Biases and norms (parameters of at most one dimension) without weight decay or trust ratio;
+  // nullopt (auto): on for AdamW, LARS and LAMB, off for SGD (effective_no_decay_norm_bias).
+  std::optional<bool> no_decay_norm_bias;
   double grad_clip = 0.0;  // max global grad norm; 0: off
 
   // --- schedule ---

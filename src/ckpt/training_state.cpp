@@ -16,6 +16,8 @@
 #include "mnddp/build_config.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/train/lamb.hpp"
+#include "mnddp/train/lars.hpp"
 
 #if MNDDP_HAVE_CUDA
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -139,14 +141,31 @@ StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, 
     const auto found = optimizer_state.find(item.value().unsafeGetTensorImpl());
     if (found == optimizer_state.end()) continue;  // no step taken yet for this parameter
     const std::string prefix = "optimizer/" + item.key() + "/";
-    if (state.optimizer_kind == OptimizerKind::Sgd) {
-      const auto& sgd = static_cast<const torch::optim::SGDParamState&>(*found->second);
-      if (sgd.momentum_buffer().defined()) add(prefix + "momentum_buffer", sgd.momentum_buffer());
-    } else {
-      const auto& adamw = static_cast<const torch::optim::AdamWParamState&>(*found->second);
-      add(prefix + "exp_avg", adamw.exp_avg());
-      add(prefix + "exp_avg_sq", adamw.exp_avg_sq());
-      add(prefix + "step", at::scalar_tensor(adamw.step(), at::kLong));
+    switch (state.optimizer_kind) {
+      case OptimizerKind::Sgd: {
+        const auto& sgd = static_cast<const torch::optim::SGDParamState&>(*found->second);
+        if (sgd.momentum_buffer().defined()) add(prefix + "momentum_buffer", sgd.momentum_buffer());
+        break;
+      }
+      case OptimizerKind::AdamW: {
+        const auto& adamw = static_cast<const torch::optim::AdamWParamState&>(*found->second);
+        add(prefix + "exp_avg", adamw.exp_avg());
+        add(prefix + "exp_avg_sq", adamw.exp_avg_sq());
+        add(prefix + "step", at::scalar_tensor(adamw.step(), at::kLong));
+        break;
+      }
+      case OptimizerKind::Lars: {
+        const auto& lars = static_cast<const LarsParamState&>(*found->second);
+        add(prefix + "momentum_buffer", lars.momentum_buffer());
+        break;
+      }
+      case OptimizerKind::Lamb: {
+        const auto& lamb = static_cast<const LambParamState&>(*found->second);
+        add(prefix + "exp_avg", lamb.exp_avg());
+        add(prefix + "exp_avg_sq", lamb.exp_avg_sq());
+        add(prefix + "step", at::scalar_tensor(lamb.step(), at::kLong));
+        break;
+      }
     }
   }
   const auto [scale, growth] = state.scaler.state();
@@ -223,21 +242,41 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
     const at::Tensor& param = item.value();
     const std::string prefix = "optimizer/" + item.key() + "/";
     auto on_device = [&](const at::Tensor& t) { return t.to(param.device()); };
-    if (state.optimizer_kind == OptimizerKind::Sgd) {
-      auto momentum = file.fetch(prefix + "momentum_buffer");
-      if (!momentum) continue;
-      auto restored = std::make_unique<torch::optim::SGDParamState>();
-      restored->momentum_buffer(on_device(*momentum));
-      optimizer_state[param.unsafeGetTensorImpl()] = std::move(restored);
-    } else {
-      auto exp_avg = file.fetch(prefix + "exp_avg");
-      if (!exp_avg) continue;
-      auto restored = std::make_unique<torch::optim::AdamWParamState>();
-      restored->exp_avg(on_device(*exp_avg));
-      restored->exp_avg_sq(on_device(file.require(prefix + "exp_avg_sq", param.sizes())));
-      restored->step(file.require(prefix + "step", {}).item<std::int64_t>());
-      optimizer_state[param.unsafeGetTensorImpl()] = std::move(restored);
+    // The state is keyed by the parameter itself, so it is found whichever param group holds it.
+    auto& slot = optimizer_state[param.unsafeGetTensorImpl()];
+    switch (state.optimizer_kind) {
+      case OptimizerKind::Sgd:
+      case OptimizerKind::Lars: {
+        auto momentum = file.fetch(prefix + "momentum_buffer");
+        if (!momentum) break;
+        if (state.optimizer_kind == OptimizerKind::Sgd) {
+          slot = std::make_unique<torch::optim::SGDParamState>();
+          static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer(on_device(*momentum));
+        } else {
+          slot = std::make_unique<LarsParamState>();
+          static_cast<LarsParamState&>(*slot).momentum_buffer(on_device(*momentum));
+        }
+        break;
+      }
+      case OptimizerKind::AdamW:
+      case OptimizerKind::Lamb: {
+        auto exp_avg = file.fetch(prefix + "exp_avg");
+        if (!exp_avg) break;
+        const at::Tensor exp_avg_sq = on_device(file.require(prefix + "exp_avg_sq", param.sizes()));
+        const auto step = file.require(prefix + "step", {}).item<std::int64_t>();
+        if (state.optimizer_kind == OptimizerKind::AdamW) {
+          auto restored = std::make_unique<torch::optim::AdamWParamState>();
+          restored->exp_avg(on_device(*exp_avg)).exp_avg_sq(exp_avg_sq).step(step);
+          slot = std::move(restored);
+        } else {
+          auto restored = std::make_unique<LambParamState>();
+          restored->exp_avg(on_device(*exp_avg)).exp_avg_sq(exp_avg_sq).step(step);
+          slot = std::move(restored);
+        }
+        break;
+      }
     }
+    if (!slot) optimizer_state.erase(param.unsafeGetTensorImpl());  // no step taken yet for it
   }
   const at::Tensor scale = file.require("scaler/scale", {1});
   const at::Tensor growth = file.require("scaler/growth_tracker", {1});

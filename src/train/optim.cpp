@@ -1,6 +1,8 @@
-// SGD / AdamW from the config, and the warm-up + decay schedule.
+// SGD, AdamW, LARS or LAMB from the config, with the param groups of --no-decay-norm-bias; the
+// warm-up + decay schedule.
 #include "mnddp/train/optim.hpp"
 
+#include <spdlog/spdlog.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
@@ -10,11 +12,65 @@
 #include <stdexcept>
 
 #include "mnddp/error.hpp"
+#include "mnddp/train/lamb.hpp"
+#include "mnddp/train/lars.hpp"
 
 namespace mnddp {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingConfig& config,
-                                                        const std::vector<at::Tensor>& parameters) {
+namespace {
+
+// The param groups of `groups` with their options: `decayed` for the first, `excluded` for the
+// second; an empty group is left out.
+template <typename Options>
+std::vector<torch::optim::OptimizerParamGroup> param_groups(const ParameterGroups& groups, const Options& decayed,
+                                                            const Options& excluded) {
+  std::vector<torch::optim::OptimizerParamGroup> out;
+  if (!groups.decay.empty()) out.emplace_back(groups.decay, std::make_unique<Options>(decayed));
+  if (!groups.no_decay.empty()) out.emplace_back(groups.no_decay, std::make_unique<Options>(excluded));
+  return out;
+}
+
+std::int64_t values_in(const std::vector<at::Tensor>& tensors) {
+  std::int64_t total = 0;
+  for (const auto& t : tensors) total += t.numel();
+  return total;
+}
+
+}  // namespace
+
+bool excluded_from_decay(const at::Tensor& parameter) { return parameter.dim() <= 1; }
+
+ParameterGroups split_parameter_groups(const torch::OrderedDict<std::string, at::Tensor>& named_parameters,
+                                       bool no_decay_norm_bias) {
+  ParameterGroups groups;
+  for (const auto& item : named_parameters) {
+    if (no_decay_norm_bias && excluded_from_decay(item.value())) {
+      groups.no_decay_names.push_back(item.key());
+      groups.no_decay.push_back(item.value());
+    } else {
+      groups.decay_names.push_back(item.key());
+      groups.decay.push_back(item.value());
+    }
+  }
+  return groups;
+}
+
+bool effective_no_decay_norm_bias(const TrainingConfig& config) {
+  if (config.no_decay_norm_bias) return *config.no_decay_norm_bias;
+  return config.optimizer != OptimizerKind::Sgd;
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+    const TrainingConfig& config, const torch::OrderedDict<std::string, at::Tensor>& named_parameters) {
+  const bool split = effective_no_decay_norm_bias(config);
+  const ParameterGroups groups = split_parameter_groups(named_parameters, split);
+  const bool adaptive = config.optimizer == OptimizerKind::Lars || config.optimizer == OptimizerKind::Lamb;
+  if (split)
+    spdlog::info(
+        "optimizer {}: weight decay{} on {} tensors ({} values); not on the {} biases and norms ({} values; "
+        "--no-decay-norm-bias)",
+        choice_name(config.optimizer), adaptive ? " and trust ratio" : "", groups.decay.size(), values_in(groups.decay),
+        groups.no_decay.size(), values_in(groups.no_decay));
   switch (config.optimizer) {
     case OptimizerKind::Sgd: {
       if (config.nesterov && config.momentum <= 0.0)
@@ -23,14 +79,38 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingConfig& co
                          .momentum(config.momentum)
                          .nesterov(config.nesterov)
                          .weight_decay(config.weight_decay);
-      return std::make_unique<torch::optim::SGD>(parameters, options);
+      auto excluded = options;
+      excluded.weight_decay(0.0);
+      return std::make_unique<torch::optim::SGD>(param_groups(groups, options, excluded), options);
     }
     case OptimizerKind::AdamW: {
       auto options = torch::optim::AdamWOptions(config.lr)
                          .betas({config.beta1, config.beta2})
                          .eps(config.eps)
                          .weight_decay(config.weight_decay);
-      return std::make_unique<torch::optim::AdamW>(parameters, options);
+      auto excluded = options;
+      excluded.weight_decay(0.0);
+      return std::make_unique<torch::optim::AdamW>(param_groups(groups, options, excluded), options);
+    }
+    case OptimizerKind::Lars: {
+      auto options = LarsOptions(config.lr)
+                         .momentum(config.momentum)
+                         .weight_decay(config.weight_decay)
+                         .eta(config.lars_eta)
+                         .eps(config.eps);
+      auto excluded = options;
+      excluded.weight_decay(0.0).adapt(false);
+      return std::make_unique<Lars>(param_groups(groups, options, excluded), options);
+    }
+    case OptimizerKind::Lamb: {
+      auto options = LambOptions(config.lr)
+                         .beta1(config.beta1)
+                         .beta2(config.beta2)
+                         .eps(config.eps)
+                         .weight_decay(config.weight_decay);
+      auto excluded = options;
+      excluded.weight_decay(0.0).adapt(false);
+      return std::make_unique<Lamb>(param_groups(groups, options, excluded), options);
     }
   }
   throw std::logic_error("make_optimizer: unknown optimizer kind");

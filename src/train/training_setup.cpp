@@ -122,7 +122,7 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const
   r.gradient_comm = make_gradient_comm(r.backend, control, r.device.cuda_index(), config.collective_timeout);
   if (wrap) r.gradient_comm = wrap(r.gradient_comm);
   r.ddp = std::make_unique<DistributedDataParallel>(r.model, control, *r.gradient_comm, ddp_options(config));
-  on_all_then_agree(control, [&] { r.optimizer = make_optimizer(config, r.model->parameters()); });
+  on_all_then_agree(control, [&] { r.optimizer = make_optimizer(config, r.model->named_parameters()); });
   r.scaler = std::make_unique<LossScaler>(scaler_options(config), r.device.device);
   r.checkpointer =
       std::make_unique<Checkpointer>(checkpointer_options(config), control, r.faults, [&r] { r.ddp->sync_buffers(); });

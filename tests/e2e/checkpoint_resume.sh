@@ -1,6 +1,7 @@
 # Checkpoints, end to end on 2 ranks: a run stopped and resumed (--steps-per-run, a preemption
 # signal) ends with bitwise-identical parameters, optimizer state and RNG, and an identical loss log,
-# mid-epoch and across epoch boundaries, with SGD and with AdamW + a schedule; a corrupt newest
+# mid-epoch and across epoch boundaries, with SGD, with AdamW + a schedule, and with LARS and LAMB
+# (two param groups each); a corrupt newest
 # checkpoint falls back to the previous one; stale *.tmp files are removed; another world size resumes.
 source "$(dirname "$0")/lib.sh"
 : "${MNDDP_PYTHON:?}" "${MNDDP_SOURCE_DIR:?}"
@@ -52,6 +53,20 @@ straight adamw "${ADAMW[@]}"
 chunked adamw 62 "${ADAMW[@]}"
 check "AdamW + cosine schedule resumed at epoch boundaries is bitwise identical" \
   "${COMPARE[@]}" "$(final adamw-straight)" "$(final adamw-chunked)" --metrics "$WORK/adamw-straight.jsonl" "$WORK/adamw-chunked.jsonl"
+
+# LARS and LAMB with their default param groups (biases without decay or trust ratio), resumed
+# mid-epoch under a changing learning rate: momentum buffers, moments and step counts come back by
+# parameter name, whichever group holds the parameter.
+LARS=(--optimizer lars --lr 2 --lars-eta 0.01 --weight-decay 0.0005 --lr-schedule cosine --warmup-steps 10)
+straight lars "${LARS[@]}"
+chunked lars 25 "${LARS[@]}"
+check "LARS (two param groups) + cosine schedule resumed mid-epoch is bitwise identical, same loss log" \
+  "${COMPARE[@]}" "$(final lars-straight)" "$(final lars-chunked)" --metrics "$WORK/lars-straight.jsonl" "$WORK/lars-chunked.jsonl"
+LAMB=(--optimizer lamb --lr 0.005 --weight-decay 0.01 --lr-schedule linear --warmup-steps 10)
+straight lamb "${LAMB[@]}"
+chunked lamb 25 "${LAMB[@]}"
+check "LAMB (two param groups) + linear schedule resumed mid-epoch is bitwise identical, same loss log" \
+  "${COMPARE[@]}" "$(final lamb-straight)" "$(final lamb-chunked)" --metrics "$WORK/lamb-straight.jsonl" "$WORK/lamb-chunked.jsonl"
 
 # Preemption: SIGUSR2 to mpirun (forwarded to every rank) -> checkpoint at one step on all ranks,
 # exit code 3; the resumed run finishes identical to the uninterrupted one.

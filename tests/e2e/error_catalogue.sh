@@ -152,7 +152,17 @@ run_mpi 2 10 "${GOOD[@]}" --momentum 1.5
 refused "float outside its range" "--momentum: must be in [0, 1) (got '1.5')"
 
 run_mpi 2 10 "${GOOD[@]}" --optimizer sgdx
-refused "unknown choice" "--optimizer: must be one of sgd, adamw (got 'sgdx')"
+refused "unknown choice" "--optimizer: must be one of sgd, adamw, lars, lamb (got 'sgdx')"
+
+run_mpi 2 10 "${GOOD[@]}" --optimizer lars --lars-eta -1
+refused "LARS trust coefficient not positive" "--lars-eta: must be > 0 (got '-1')"
+
+run_mpi 2 10 "${GOOD[@]}" --optimizer lamb --nesterov
+refused "Nesterov momentum with another optimizer than SGD" \
+  "--nesterov: only --optimizer sgd has Nesterov momentum (got --optimizer lamb)"
+
+run_mpi 2 10 "${GOOD[@]}" --no-decay-norm-bias maybe
+refused "a tri-state switch that is none of its values" "--no-decay-norm-bias: must be auto, true or false (got 'maybe')"
 
 run_mpi 2 10 "${GOOD[@]}" --shuffle maybe
 refused "bad boolean" "the argument ('maybe') for option '--shuffle' is invalid"

@@ -61,7 +61,7 @@ evals=$(grep '"kind":"eval"' "$WORK/cls.jsonl" | grep -o '"step":[0-9]*' | cut -
 if [ "$evals" = "5 10 15 16 20 25 30 32 " ]; then pass "--eval-interval 5: validated at steps $evals"; else fail "--eval-interval 5: validated at steps '$evals'"; fi
 
 # Checkpoints of the new models (round_trip, lib.sh): GPT with dropout (the RNG matters), ResNet-18
-# with its BatchNorm buffers.
+# with its BatchNorm buffers (with AdamW, and with LARS and its two param groups).
 "$MNDDP_DATA_BIN" synth --out "$WORK/img" --train-samples 256 --val-samples 64 --shards 2 --shape 3,8,8 --classes 4 \
   >/dev/null
 round_trip gpt "${LM[@]}" --dropout 0.1 --max-steps 16 --log-interval 4
@@ -70,6 +70,10 @@ round_trip vit --model vit --hidden 32 --layers 2 --heads 4 --patch-size 4 --dro
   --batch-size 8 --max-steps 16 --log-interval 4
 round_trip resnet18 --model resnet18 --train-data "$WORK/img/train_*.h5" --val-data "$WORK/img/val_*.h5" \
   --num-classes 4 --optimizer adamw --lr 0.001 --batch-size 8 --max-steps 16 --log-interval 4
+# LARS as MLPerf trains ResNet-50: BatchNorm weights and biases in the group without trust ratio.
+round_trip resnet18-lars --model resnet18 --train-data "$WORK/img/train_*.h5" --val-data "$WORK/img/val_*.h5" \
+  --num-classes 4 --optimizer lars --lr 1 --lars-eta 0.01 --weight-decay 0.0001 --warmup-steps 4 --batch-size 8 \
+  --max-steps 16 --log-interval 4
 
 # CNN3D (CosmoFlow) on volumes [1, 4, 4, 4] with 4 regression targets (synth's targets are linear in
 # white-noise voxels, which pooling blurs: r2 0.51 here, 0.0 on [2, 8, 8, 8]), and ViT on images: each

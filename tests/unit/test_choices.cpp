@@ -130,7 +130,7 @@ TEST(Choices, HelpAndReferenceListTheChoices) {
   }
   for (const char* list : {"(mlp | convnet | resnet18 | resnet34 | resnet50 | cnn3d | vit | gpt | torchscript:PATH)",
                            "(auto | cifar | imagenet)", "(classification | regression | lm)", "(mse | huber)",
-                           "(sgd | adamw)", "(constant | cosine | step | linear)", "(off | bf16 | fp16)",
+                           "(sgd | adamw | lars | lamb)", "(constant | cosine | step | linear)", "(off | bf16 | fp16)",
                            "(auto | nccl | mpi)", "(auto | cpu | cuda)", "(none | bf16 | fp16)"})
     EXPECT_NE(help.find(list), std::string::npos) << list;
   const std::string reference = help_markdown();
