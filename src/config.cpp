@@ -115,7 +115,8 @@ std::string env_name_for(const std::string& option) {
   return name;
 }
 
-ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env) {
+ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env,
+                                     const std::string& base_ini) {
   ParsedCommandLine result;
   const TrainingConfig defaults;
   po::options_description training = training_options(result.config, defaults);
@@ -141,6 +142,14 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const
     result.config_file = it->second;
   }
   if (!result.config_file.empty()) store_config_file(result.config_file, training, vm);
+  if (!base_ini.empty()) {
+    std::istringstream in(base_ini);
+    try {
+      po::store(po::parse_config_file(in, training, false), vm);  // stored last: every other source wins
+    } catch (const po::error& e) {
+      rethrow_as_usage(e, "the checkpoint's configuration");
+    }
+  }
 
   try {
     po::notify(vm);
@@ -175,6 +184,10 @@ void validate(const TrainingConfig& config) {
   if (config.nesterov && config.optimizer != OptimizerKind::Sgd)
     throw UsageError(fmt::format("--nesterov: only --optimizer sgd has Nesterov momentum (got --optimizer {})",
                                  choice_name(config.optimizer)));
+  if (!config.keep_best.empty() && (config.checkpoint_dir.empty() || config.val_data.empty()))
+    throw UsageError(fmt::format("--keep-best {}: needs --checkpoint-dir and --val-data (it keeps the checkpoint "
+                                 "that validates best)",
+                                 config.keep_best));
   if (config.min_lr > config.lr)
     throw UsageError(fmt::format("--min-lr: must not exceed --lr (got min-lr {}, lr {})", config.min_lr, config.lr));
   // Token models read token ids; the zoo's others read float samples. A TorchScript module may

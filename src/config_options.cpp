@@ -293,6 +293,11 @@ std::vector<OptionSpec> build_table() {
   t.add("checkpoint-interval", &C::checkpoint_interval, "checkpoint every this many steps; 0: only at the end",
         at_least<std::int64_t>(0));
   t.add("keep-last", &C::keep_last, "checkpoints to keep", at_least(1));
+  t.add("keep-best", &C::keep_best,
+        "also keep the checkpoint with the best value of this validation metric (loss, accuracy, r2, perplexity, "
+        "...; lower is better for loss, mse, mae and perplexity) as best.h5, outside the keep-last rotation; "
+        "empty: off",
+        any_text());
   t.add("checkpoint-async", &C::checkpoint_async,
         "write checkpoints beside training: the step waits only for a host copy of the state (which needs "
         "that much memory); false: training waits for the whole commit",

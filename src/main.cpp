@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -13,7 +14,9 @@
 #include <vector>
 
 #include "mnddp/build_config.hpp"
+#include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/ckpt/export.hpp"
+#include "mnddp/train/checkpoint_evaluation.hpp"
 #include "mnddp/comm/collective_check.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/config.hpp"
@@ -37,6 +40,8 @@ constexpr const char* kUsage =
     "Usage: mnddp <command> [options]\n\n"
     "Commands:\n"
     "  train     train a model data-parallel (run under mpirun -np N or srun --mpi=pmix)\n"
+    "  eval      evaluate a checkpoint on validation shards, on any number of ranks\n"
+    "            (--checkpoint X [--val-data ...] [any train option to override the checkpoint's])\n"
     "  export    write a checkpoint's model as a file torch.load reads (--checkpoint X --out model.pt)\n"
     "  version   print the versions mnddp was built with\n\n"
     "'mnddp train --help' lists every training option.\n";
@@ -51,11 +56,13 @@ enum class Action : std::int64_t { Train = 0, Help = 1, HelpMarkdown = 2, PrintC
 
 // Rank 0 parses command line, environment and config file; the others receive the resolved INI, so
 // N ranks never read the config file N times, and they cannot disagree about it.
-TrainingConfig agree_on_config(Communicator& comm, const std::vector<std::string>& args, Action& action) {
+// `base_ini`: the lowest-precedence source (a checkpoint's config, for mnddp eval).
+TrainingConfig agree_on_config(Communicator& comm, const std::vector<std::string>& args, Action& action,
+                               const std::string& base_ini = {}) {
   std::string ini;
   std::int64_t chosen = 0;
   on_root_then_agree(comm, [&] {
-    const ParsedCommandLine parsed = parse_command_line(args, environment_from_process());
+    const ParsedCommandLine parsed = parse_command_line(args, environment_from_process(), base_ini);
     chosen = static_cast<std::int64_t>(parsed.help            ? Action::Help
                                        : parsed.help_markdown ? Action::HelpMarkdown
                                        : parsed.print_config  ? Action::PrintConfig
@@ -155,6 +162,75 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
   return result.preempted ? kExitPreempted : kExitOk;
 }
 
+// The value of --checkpoint (or --checkpoint=X), removed from `args`; throws when it is missing.
+std::string take_checkpoint_option(std::vector<std::string>& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i].starts_with("--checkpoint=")) {
+      std::string path = args[i].substr(std::string("--checkpoint=").size());
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
+      return path;
+    }
+    if (args[i] == "--checkpoint" && i + 1 < args.size()) {
+      std::string path = args[i + 1];
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i + 2));
+      return path;
+    }
+  }
+  throw UsageError("mnddp eval: --checkpoint PATH is needed (a step-N.h5 file, or a checkpoint directory for its "
+                   "newest valid checkpoint)");
+}
+
+// mnddp eval --checkpoint X [train options]: the checkpoint's config, overridden by the options.
+int evaluate(Runtime& runtime, Watchdog& watchdog, std::vector<std::string> args) {
+  MpiComm world;
+  const RankInfo& rank = runtime.info();
+  init_logging({rank.rank, rank.world_size, LogLevel::Info, false});
+  const bool help = std::ranges::any_of(args, [](const std::string& a) { return a == "--help" || a == "-h"; });
+  if (help) {
+    if (rank.is_root())
+      std::printf(
+          "Usage: mnddp eval --checkpoint PATH [--val-data SHARDS] [train options]\n\n"
+          "Rebuilds the model from the config stored in the checkpoint (PATH: a step-N.h5 file, or a checkpoint\n"
+          "directory for its newest valid checkpoint), reads its parameters and buffers, and prints the task's\n"
+          "validation metrics. Any 'mnddp train' option overrides the checkpoint's (--val-data, --batch-size,\n"
+          "--device, ...); run it on any number of ranks.\n");
+    return kExitOk;
+  }
+  std::string checkpoint;
+  on_all_then_agree(world, [&] { checkpoint = take_checkpoint_option(args); });
+  std::error_code error;
+  if (std::filesystem::is_directory(checkpoint, error)) {
+    const std::string directory = checkpoint;
+    checkpoint = CheckpointManager::resolve_resume(world, directory, ResumeFrom{});
+    on_all_then_agree(world, [&] {
+      if (checkpoint.empty())
+        throw UsageError(fmt::format("--checkpoint '{}': no valid checkpoint in this directory", directory));
+    });
+  }
+  Action action = Action::Train;
+  TrainingConfig config = agree_on_config(world, args, action, read_checkpoint_config(checkpoint, world));
+  init_logging({rank.rank, rank.world_size, config.log_level, config.log_all_ranks});
+  watchdog.set_timeout(config.collective_timeout);
+  set_debug_collectives(config.debug_collectives);
+  at::set_num_threads(resolve_threads(config.threads, rank, environment_from_process()));
+  at::set_num_interop_threads(1);
+
+  const CheckpointEvaluation eval = evaluate_checkpoint(config, checkpoint, rank, world);
+  if (rank.is_root()) {
+    std::string summary;
+    for (const auto& metric : eval.metrics)
+      summary += fmt::format("{}{} {:.6g}", summary.empty() ? "" : ", ", metric.name, metric.value);
+    spdlog::info("'{}' (step {}) on {} samples, {} ranks, device {}: {}", checkpoint, eval.step, eval.samples,
+                 rank.world_size, eval.device, summary);
+    // As `mnddp train` ends: the headline first, then every metric, for scripts to read.
+    std::printf("validation %s: %.4f\n", eval.headline.c_str(), metric_value(eval.metrics, eval.headline));
+    for (const auto& metric : eval.metrics)
+      if (metric.name != eval.headline) std::printf("validation %s: %.6g\n", metric.name.c_str(), metric.value);
+    std::fflush(stdout);
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -179,10 +255,11 @@ int main(int argc, char** argv) {
       return e.exit_code();
     }
   }
-  if (args[0] != "train") {
+  if (args[0] != "train" && args[0] != "eval") {
     std::fprintf(stderr, "mnddp: error: unknown command '%s' (try 'mnddp --help')\n", args[0].c_str());
     return kExitUsage;
   }
+  const bool eval = args[0] == "eval";
   args.erase(args.begin());
 
   hold_preemption_signals(TrainingConfig{}.preempt_signals);  // a warning during start-up must not kill the rank
@@ -193,7 +270,7 @@ int main(int argc, char** argv) {
     // Until the config is agreed, the default timeout guards start-up (a rank that never arrives).
     watchdog.emplace(runtime->info(), TrainingConfig{}.collective_timeout);
     h5_silence_default_errors();
-    const int code = train(*runtime, *watchdog, args);
+    const int code = eval ? evaluate(*runtime, *watchdog, args) : train(*runtime, *watchdog, args);
     Watchdog::arm_exit_deadline(kShutdownSeconds, code);
     return code;
   } catch (const Error& e) {

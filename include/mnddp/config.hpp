@@ -90,6 +90,7 @@ struct TrainingConfig {
   std::string checkpoint_dir;            // empty: no checkpoints
   std::int64_t checkpoint_interval = 0;  // steps; 0: only at the end
   int keep_last = 3;
+  std::string keep_best;  // a validation metric: its best checkpoint is kept as best.h5; empty: off
   bool checkpoint_async = true;     // write checkpoints beside training (after a host copy of the state)
   ResumeFrom resume;                // auto | none | PATH
   double checkpoint_minutes = 0.0;  // also checkpoint every this many minutes; 0: off
@@ -127,7 +128,10 @@ struct ParsedCommandLine {
 
 // Parses argv (without the program and subcommand names), the environment and the --config file.
 // Throws UsageError with a one-line message naming the option (and file) and the bad value.
-ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env);
+// `base_ini` (to_ini text, e.g. a checkpoint's config for `mnddp eval`) is the lowest-precedence
+// source, under the defaults of every option it names.
+ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env,
+                                     const std::string& base_ini = {});
 
 // Parses an INI text as produced by to_ini (used to hand rank 0's config to every rank).
 TrainingConfig parse_ini_text(const std::string& text);

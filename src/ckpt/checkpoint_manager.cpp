@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "mnddp/error.hpp"
 
@@ -138,6 +139,40 @@ CheckpointManager::CheckpointManager(std::string directory, int keep_last, Commu
 
 std::string CheckpointManager::file_name(std::int64_t step) {
   return fmt::format("{}{:08d}{}", kPrefix, step, kSuffix);
+}
+
+void CheckpointManager::keep_as_best(const std::string& committed, const std::string& metric, double value,
+                                     std::int64_t step) const {
+  const std::string best = (fs::path(directory_) / kBestFile).string();
+  std::error_code error;
+  fs::remove(best + ".tmp", error);
+  fs::create_hard_link(committed, best + ".tmp", error);
+  if (error) {  // no hard links here (some parallel file systems): a copy, synced by the rename
+    fs::copy_file(committed, best + ".tmp", fs::copy_options::overwrite_existing, error);
+    if (error) throw Error(fmt::format("--keep-best: cannot copy '{}' to '{}.tmp': {}", committed, best, error.message()));
+  }
+  rename_durably(best + ".tmp", best, directory_);
+  const std::string record = (fs::path(directory_) / "best.json").string();
+  {
+    std::ofstream out(record + ".tmp", std::ios::trunc);
+    out << nlohmann::json{{"metric", metric}, {"value", value}, {"step", step},
+                          {"checkpoint", fs::path(committed).filename().string()}}
+               .dump()
+        << '\n';
+    if (!out.flush()) throw Error(fmt::format("cannot write '{}.tmp': {}", record, std::strerror(errno)));
+  }
+  rename_durably(record + ".tmp", record, directory_);
+}
+
+std::optional<CheckpointManager::Best> CheckpointManager::read_best(const std::string& directory,
+                                                                   const std::string& metric) {
+  std::ifstream in(fs::path(directory) / "best.json");
+  if (!in || !fs::exists(fs::path(directory) / kBestFile)) return std::nullopt;
+  const nlohmann::json record = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!record.is_object() || record.value("metric", "") != metric || !record.contains("value") ||
+      !record["value"].is_number() || !record.contains("step"))
+    return std::nullopt;
+  return Best{record["value"].get<double>(), record["step"].get<std::int64_t>()};
 }
 
 std::vector<std::string> CheckpointManager::committed() const { return committed_in(directory_); }

@@ -3,7 +3,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+#include <utility>
+
 #include "mnddp/preemption.hpp"
+#include "mnddp/task/metric.hpp"
 
 namespace mnddp {
 namespace {
@@ -37,6 +41,20 @@ std::optional<Checkpointer::Resumed> Checkpointer::resume(const TrainingStateRef
   }
   Resumed resumed{read_training_state(path, control_, state), path};
   schedule_ = CheckpointSchedule(options_.schedule, resumed.position.step, Clock::now());
+  if (!options_.keep_best.empty()) {
+    // Rank 0's reading of best.json; a best written after the checkpoint resumed (an abandoned
+    // future) does not count.
+    double best[2] = {0.0, 0.0};  // {found, value}
+    if (control_.is_root())
+      if (const auto recorded = CheckpointManager::read_best(options_.directory, options_.keep_best);
+          recorded && recorded->step <= resumed.position.step)
+        best[0] = 1.0, best[1] = recorded->value;
+    control_.broadcast(best, 2, DType::F64, 0);
+    if (best[0] != 0.0) {
+      best_ = best[1];
+      spdlog::info("--keep-best {}: the best so far is {:.6g} (best.json)", options_.keep_best, *best_);
+    }
+  }
   return resumed;
 }
 
@@ -51,9 +69,19 @@ CheckpointDecision Checkpointer::after_step(const TrainingPosition& position, bo
     flags = {raised[0] != 0, raised[1] != 0};
   }
   const CheckpointDecision decision = schedule_.decide(position.step, flags, last);
-  if (decision.save) save(position, state, /*wait=*/decision.stop || last);
+  const bool keep_best = new_best_.has_value();
+  if (decision.save || keep_best) save(position, state, /*wait=*/decision.stop || last);
   if (last) wait();  // the last commit, and its verdict
   return decision;
+}
+
+void Checkpointer::report_validation(std::int64_t step, double value) {
+  if (options_.keep_best.empty() || !manager_ || !std::isfinite(value)) return;
+  const bool better = !best_ || (higher_is_better(options_.keep_best) ? value > *best_ : value < *best_);
+  if (!better) return;
+  best_ = value;
+  new_best_ = value;
+  spdlog::info("--keep-best {}: {:.6g} at step {} is the best so far", options_.keep_best, value, step);
 }
 
 void Checkpointer::wait() {
@@ -74,8 +102,13 @@ void Checkpointer::save(const TrainingPosition& position, const TrainingStateRef
     write_snapshot(writer, *snapshot);
     faults_.after_checkpoint_arrays(step);
   };
-  auto done = [this, step, started, background](const std::string& path) {
+  std::optional<double> best = std::exchange(new_best_, std::nullopt);
+  auto done = [this, step, started, background, best](const std::string& path) {
     faults_.after_checkpoint_commit(step, path);
+    if (best && control_.is_root()) {
+      manager_->keep_as_best(path, options_.keep_best, *best, step);
+      spdlog::info("--keep-best {}: '{}' kept as {}", options_.keep_best, path, CheckpointManager::kBestFile);
+    }
     spdlog::info("checkpoint '{}' written in {:.2f} s{}", path, seconds_since(started),
                  background ? " (beside training)" : "");
   };

@@ -67,6 +67,17 @@ struct TrainingRun {
   }
 };
 
+// The largest token id of the training data, when the vocabulary must be derived from it (lm with
+// --vocab-size 0): rank 0 reads every shard and broadcasts (collective over `control`); -1 when not
+// needed.
+std::int64_t largest_token_if_needed(const TrainingConfig& config, const ShardIndex& train, Communicator& control);
+
+// The model for `task` on samples shaped `sample_shape`, on the device. The same seed on every rank
+// for initialisation (rank 0's weights are broadcast anyway); a per-rank stream afterwards, so
+// dropout masks differ between ranks, as their data does.
+std::shared_ptr<Model> build_model(const TrainingConfig& config, const std::vector<std::int64_t>& sample_shape,
+                                   const Task& task, const DeviceChoice& device, const RankInfo& rank);
+
 // Collective over `control`: builds every part; a bad value is one agreed UsageError on every rank.
 // `wrap`, when given, wraps the gradient communicator (tests).
 std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const RankInfo& rank, MpiComm& control,

@@ -13,10 +13,7 @@
 #include "training_run.hpp"
 
 namespace mnddp {
-namespace {
 
-// The largest token id of the training data, when the vocabulary must be derived from it (lm with
-// --vocab-size 0): rank 0 reads every shard and broadcasts; -1 when not needed.
 std::int64_t largest_token_if_needed(const TrainingConfig& config, const ShardIndex& train, Communicator& control) {
   if (config.task != TaskKind::Lm || config.vocab_size > 0 || is_float_type(train.sample_type)) return -1;
   std::int64_t largest = -1;
@@ -30,6 +27,33 @@ std::int64_t largest_token_if_needed(const TrainingConfig& config, const ShardIn
   });
   control.broadcast(&largest, 1, DType::I64, 0);
   return largest;
+}
+
+std::shared_ptr<Model> build_model(const TrainingConfig& config, const std::vector<std::int64_t>& sample_shape,
+                                   const Task& task, const DeviceChoice& device, const RankInfo& rank) {
+  torch::manual_seed(static_cast<std::uint64_t>(config.seed));
+  ModelSpec spec = model_spec(config, task.input_shape(sample_shape), task.output_size());
+  spec.token_input = task.kind() == TaskKind::Lm;
+  spec.output_shape = task.output_shape();
+  spec.output_meaning = task.describe();
+  auto model = make_model(spec);
+  model->to(device.device);
+  torch::manual_seed(static_cast<std::uint64_t>(config.seed) * 1000003ULL + static_cast<std::uint64_t>(rank.rank));
+  return model;
+}
+
+namespace {
+
+// --keep-best must name one of the task's validation metrics.
+void check_keep_best(const TrainingConfig& config, const Task& task) {
+  if (config.keep_best.empty()) return;
+  std::string names;
+  for (const auto& metric : task.metrics(std::vector<double>(static_cast<std::size_t>(task.num_sums()), 1.0))) {
+    if (metric.name == config.keep_best) return;
+    names += (names.empty() ? "" : ", ") + metric.name;
+  }
+  throw UsageError(fmt::format("--keep-best {}: --task {} reports {}", config.keep_best, choice_name(config.task),
+                               names));
 }
 
 // Rank 0 scans the shards once; everyone gets the broadcast index. What follows is deterministic
@@ -68,21 +92,6 @@ TrainingData open_training_data(const TrainingConfig& config, const RankInfo& ra
   return data;
 }
 
-// Same seed everywhere for initialisation (then rank 0's weights are broadcast anyway); a per-rank
-// stream afterwards so dropout masks differ between ranks, as their data does.
-std::shared_ptr<Model> build_model(const TrainingConfig& config, const TrainingData& data, const Task& task,
-                                   const DeviceChoice& device, const RankInfo& rank) {
-  torch::manual_seed(static_cast<std::uint64_t>(config.seed));
-  ModelSpec spec = model_spec(config, task.input_shape(data.train_index.sample_shape), task.output_size());
-  spec.token_input = task.kind() == TaskKind::Lm;
-  spec.output_shape = task.output_shape();
-  spec.output_meaning = task.describe();
-  auto model = make_model(spec);
-  model->to(device.device);
-  torch::manual_seed(static_cast<std::uint64_t>(config.seed) * 1000003ULL + static_cast<std::uint64_t>(rank.rank));
-  return model;
-}
-
 void resume(TrainingRun& run) {
   auto resumed = run.checkpointer->resume(run.state_refs());
   if (!resumed) return;
@@ -100,6 +109,7 @@ CheckpointerOptions checkpointer_options(const TrainingConfig& config) {
   options.schedule = checkpoint_schedule_options(config);
   options.resume = config.resume;
   options.config_ini = to_ini(config);
+  options.keep_best = config.keep_best;
   return options;
 }
 
@@ -116,16 +126,22 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const
     TaskOptions task = task_options(config);
     r.data = open_training_data(config, rank, control, task);
     r.task = make_task(task, r.data.train_index);
+    check_keep_best(config, *r.task);
     r.data.loading.content = r.task->content();
-    r.model = build_model(config, r.data, *r.task, r.device, rank);
+    r.model = build_model(config, r.data.train_index.sample_shape, *r.task, r.device, rank);
   });
   r.gradient_comm = make_gradient_comm(r.backend, control, r.device.cuda_index(), config.collective_timeout);
   if (wrap) r.gradient_comm = wrap(r.gradient_comm);
   r.ddp = std::make_unique<DistributedDataParallel>(r.model, control, *r.gradient_comm, ddp_options(config));
   on_all_then_agree(control, [&] { r.optimizer = make_optimizer(config, r.model->named_parameters()); });
   r.scaler = std::make_unique<LossScaler>(scaler_options(config), r.device.device);
-  r.checkpointer =
-      std::make_unique<Checkpointer>(checkpointer_options(config), control, r.faults, [&r] { r.ddp->sync_buffers(); });
+  // The checkpoints record what the data decided (the vocabulary, the context), so `mnddp eval`
+  // rebuilds the same model from the validation data alone.
+  TrainingConfig recorded = config;
+  recorded.vocab_size = r.task->options().vocab_size;
+  recorded.context = r.task->options().context;
+  r.checkpointer = std::make_unique<Checkpointer>(checkpointer_options(recorded), control, r.faults,
+                                                  [&r] { r.ddp->sync_buffers(); });
   settle_preemption_signals(preemption_signals(config));
   on_all_then_agree(control, [&] { resume(r); });
   r.log = std::make_unique<TrainingLog>(rank.is_root() ? config.metrics_file : std::string(), r.start.interval_loss,

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,18 @@ class CheckpointManager {
   // verifies (warning about each one skipped), or "" if there is none (or no directory); a path must
   // verify or it is an error.
   static std::string resolve_resume(Communicator& comm, const std::string& directory, const ResumeFrom& resume);
+
+  // Root only, after `committed` is committed: keeps it as best.h5 (a hard link, so the keep-last
+  // rotation cannot remove it; a copy where the file system has none), with best.json naming the
+  // metric, its value and the step. Both are replaced durably (write, rename, fsync).
+  void keep_as_best(const std::string& committed, const std::string& metric, double value, std::int64_t step) const;
+  // The best.json of `directory` when it records `metric`: its value and step.
+  struct Best {
+    double value = 0.0;
+    std::int64_t step = 0;
+  };
+  static std::optional<Best> read_best(const std::string& directory, const std::string& metric);
+  static constexpr const char* kBestFile = "best.h5";
 
   const std::string& directory() const { return directory_; }
   // Committed checkpoints, oldest first (root's view of the directory).

@@ -29,6 +29,7 @@ struct CheckpointerOptions {
   CheckpointScheduleOptions schedule;
   ResumeFrom resume;
   std::string config_ini;  // stored in every checkpoint
+  std::string keep_best;   // a validation metric; empty: no best.h5
 };
 
 class Checkpointer {
@@ -58,6 +59,11 @@ class Checkpointer {
   // Every rank: waits for an asynchronous commit in flight (its failure is thrown here, on all).
   void wait();
 
+  // --keep-best: validation at this step gave `value`. If it beats the best so far (every rank
+  // decides alike: the metrics are all-reduced), the next after_step() saves this step, due or
+  // not, and keeps it as best.h5. The best so far survives resume (best.json).
+  void report_validation(std::int64_t step, double value);
+
  private:
   void save(const TrainingPosition& position, const TrainingStateRefs& state, bool wait);
 
@@ -68,6 +74,8 @@ class Checkpointer {
   std::unique_ptr<CheckpointManager> manager_;  // when a directory is given
   std::unique_ptr<AsyncCheckpointer> async_;    // and --checkpoint-async
   CheckpointSchedule schedule_;
+  std::optional<double> best_;      // the best value of options_.keep_best so far
+  std::optional<double> new_best_;  // a better one, to save at the next after_step()
 };
 
 }  // namespace mnddp
