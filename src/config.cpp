@@ -185,9 +185,10 @@ void validate(const TrainingConfig& config) {
     throw UsageError(fmt::format("--nesterov: only --optimizer sgd has Nesterov momentum (got --optimizer {})",
                                  choice_name(config.optimizer)));
   if (!config.keep_best.empty() && (config.checkpoint_dir.empty() || config.val_data.empty()))
-    throw UsageError(fmt::format("--keep-best {}: needs --checkpoint-dir and --val-data (it keeps the checkpoint "
-                                 "that validates best)",
-                                 config.keep_best));
+    throw UsageError(
+        fmt::format("--keep-best {}: needs --checkpoint-dir and --val-data (it keeps the checkpoint "
+                    "that validates best)",
+                    config.keep_best));
   if (config.min_lr > config.lr)
     throw UsageError(fmt::format("--min-lr: must not exceed --lr (got min-lr {}, lr {})", config.min_lr, config.lr));
   // Token models read token ids; the zoo's others read float samples. A TorchScript module may
@@ -241,7 +242,21 @@ std::string help_markdown() {
       "the INI file named by `--config` (or `MNDDP_CONFIG`). The command line wins over the environment,\n"
       "which wins over the file, which wins over the default. Within one source an option is given once:\n"
       "twice on the command line, or twice in the file, is an error naming it. `mnddp train --print-config`\n"
-      "prints the resolved values as an INI file that can be fed back with `--config`.\n";
+      "prints the resolved values as an INI file that can be fed back with `--config`.\n\n"
+      "## Ready configurations\n\n"
+      "Each file names, in its first lines, the command that writes its data (`mnddp-data synth`; the demo's\n"
+      "comes from `scripts/run.sh`) and runs in minutes on a laptop CPU with\n"
+      "`mpirun -np 2 build/mnddp train --config FILE`:\n\n"
+      "| file | task and model | what it shows |\n|---|---|---|\n"
+      "| `configs/demo.ini` | classification, MLP | the quick start (`scripts/run.sh`) |\n"
+      "| `configs/resnet18-cifar.ini` | classification, ResNet-18 (CIFAR stem) | SGD + Nesterov, cosine, label "
+      "smoothing, `--keep-best accuracy` |\n"
+      "| `configs/gpt-small.ini` | lm, GPT (4 x 128, context 128) | AdamW with warm-up and cosine, gradient "
+      "clipping, no decay on norms and biases |\n"
+      "| `configs/cnn3d-regression.ini` | regression, CosmoFlow's cnn3d on volumes | Huber loss, R² per target, "
+      "`--keep-best r2` |\n"
+      "| `examples/torchscript/train.ini` | classification, your own TorchScript module | "
+      "`--model torchscript:PATH` (see `examples/torchscript/`) |\n";
   for (const auto& group : option_groups()) {
     out += fmt::format("\n## {}\n\n| option | environment | type | default | description |\n|---|---|---|---|---|\n",
                        group);

@@ -284,6 +284,11 @@ std::vector<OptionSpec> build_table() {
            "a step whose gradients hold NaN/Inf (without the fp16 loss scaler, which always skips them): "
            "abort with a message naming the step and loss, or skip the step");
   t.add("seed", &C::seed, "seed for initialisation, sampling and dropout", at_least<std::int64_t>(0));
+  t.add("deterministic", &C::deterministic,
+        "bitwise-reproducible runs: torch's deterministic algorithms (an op without one stops the run, naming "
+        "it), deterministic cuDNN, CUBLAS_WORKSPACE_CONFIG=:4096:8, and MKL_CBWR=AUTO,STRICT so CPU results do not "
+        "depend on --threads",
+        Check<bool>{});
   t.add("threads", &C::threads,
         "torch threads per rank; 0: SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS, else cores / ranks on the node",
         at_least(0));

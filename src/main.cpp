@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <boost/program_options.hpp>
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -16,7 +16,6 @@
 #include "mnddp/build_config.hpp"
 #include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/ckpt/export.hpp"
-#include "mnddp/train/checkpoint_evaluation.hpp"
 #include "mnddp/comm/collective_check.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/config.hpp"
@@ -25,6 +24,8 @@
 #include "mnddp/log.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/runtime.hpp"
+#include "mnddp/train/checkpoint_evaluation.hpp"
+#include "mnddp/train/determinism.hpp"
 #include "mnddp/train/device.hpp"
 #include "mnddp/train/trainer.hpp"
 #include "mnddp/watchdog.hpp"
@@ -134,6 +135,7 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
   watchdog.set_timeout(config.collective_timeout);
   set_debug_collectives(config.debug_collectives);
 
+  if (config.deterministic) make_deterministic();  // before any torch computation, and MKL's first call
   const int threads = resolve_threads(config.threads, rank, environment_from_process());
   at::set_num_threads(threads);
   at::set_num_interop_threads(1);
@@ -176,8 +178,9 @@ std::string take_checkpoint_option(std::vector<std::string>& args) {
       return path;
     }
   }
-  throw UsageError("mnddp eval: --checkpoint PATH is needed (a step-N.h5 file, or a checkpoint directory for its "
-                   "newest valid checkpoint)");
+  throw UsageError(
+      "mnddp eval: --checkpoint PATH is needed (a step-N.h5 file, or a checkpoint directory for its "
+      "newest valid checkpoint)");
 }
 
 // mnddp eval --checkpoint X [train options]: the checkpoint's config, overridden by the options.
@@ -212,6 +215,7 @@ int evaluate(Runtime& runtime, Watchdog& watchdog, std::vector<std::string> args
   init_logging({rank.rank, rank.world_size, config.log_level, config.log_all_ranks});
   watchdog.set_timeout(config.collective_timeout);
   set_debug_collectives(config.debug_collectives);
+  if (config.deterministic) make_deterministic();
   at::set_num_threads(resolve_threads(config.threads, rank, environment_from_process()));
   at::set_num_interop_threads(1);
 

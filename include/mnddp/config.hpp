@@ -84,13 +84,14 @@ struct TrainingConfig {
   Amp amp = Amp::Off;
   NonfiniteGradients on_nonfinite = NonfiniteGradients::Abort;  // without the fp16 scaler
   std::int64_t seed = 42;
+  bool deterministic = false;  // bitwise-reproducible: torch's deterministic algorithms, MKL strict CNR
   int threads = 0;  // torch intra-op threads per rank; 0: derive from SLURM_CPUS_PER_TASK / OMP_NUM_THREADS / cores
 
   // --- checkpoint ---
   std::string checkpoint_dir;            // empty: no checkpoints
   std::int64_t checkpoint_interval = 0;  // steps; 0: only at the end
   int keep_last = 3;
-  std::string keep_best;  // a validation metric: its best checkpoint is kept as best.h5; empty: off
+  std::string keep_best;            // a validation metric: its best checkpoint is kept as best.h5; empty: off
   bool checkpoint_async = true;     // write checkpoints beside training (after a host copy of the state)
   ResumeFrom resume;                // auto | none | PATH
   double checkpoint_minutes = 0.0;  // also checkpoint every this many minutes; 0: off

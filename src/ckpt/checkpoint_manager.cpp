@@ -149,13 +149,16 @@ void CheckpointManager::keep_as_best(const std::string& committed, const std::st
   fs::create_hard_link(committed, best + ".tmp", error);
   if (error) {  // no hard links here (some parallel file systems): a copy, synced by the rename
     fs::copy_file(committed, best + ".tmp", fs::copy_options::overwrite_existing, error);
-    if (error) throw Error(fmt::format("--keep-best: cannot copy '{}' to '{}.tmp': {}", committed, best, error.message()));
+    if (error)
+      throw Error(fmt::format("--keep-best: cannot copy '{}' to '{}.tmp': {}", committed, best, error.message()));
   }
   rename_durably(best + ".tmp", best, directory_);
   const std::string record = (fs::path(directory_) / "best.json").string();
   {
     std::ofstream out(record + ".tmp", std::ios::trunc);
-    out << nlohmann::json{{"metric", metric}, {"value", value}, {"step", step},
+    out << nlohmann::json{{"metric", metric},
+                          {"value", value},
+                          {"step", step},
                           {"checkpoint", fs::path(committed).filename().string()}}
                .dump()
         << '\n';
@@ -165,7 +168,7 @@ void CheckpointManager::keep_as_best(const std::string& committed, const std::st
 }
 
 std::optional<CheckpointManager::Best> CheckpointManager::read_best(const std::string& directory,
-                                                                   const std::string& metric) {
+                                                                    const std::string& metric) {
   std::ifstream in(fs::path(directory) / "best.json");
   if (!in || !fs::exists(fs::path(directory) / kBestFile)) return std::nullopt;
   const nlohmann::json record = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);

@@ -26,15 +26,15 @@ void load_tensors(const CheckpointReader& reader, const std::string& group,
   for (const auto& item : tensors) {
     const std::string path = group + "/" + item.key();
     if (!reader.has_array(path))
-      throw UsageError(fmt::format("--checkpoint '{}': no array '{}', which the model its config builds has",
-                                   reader.path(), path));
+      throw UsageError(
+          fmt::format("--checkpoint '{}': no array '{}', which the model its config builds has", reader.path(), path));
     const ArrayData array = reader.read(path);
     at::Tensor target = item.value();  // a handle: copy_ writes the module's tensor
     if (array.shape != target.sizes().vec() || to_scalar_type(array.dtype) != target.scalar_type())
-      throw UsageError(fmt::format("--checkpoint '{}': array '{}' is {} [{}], but the model its config builds has {} [{}]",
-                                   reader.path(), path, c10::toString(to_scalar_type(array.dtype)),
-                                   fmt::join(array.shape, ", "), c10::toString(target.scalar_type()),
-                                   fmt::join(target.sizes(), ", ")));
+      throw UsageError(
+          fmt::format("--checkpoint '{}': array '{}' is {} [{}], but the model its config builds has {} [{}]",
+                      reader.path(), path, c10::toString(to_scalar_type(array.dtype)), fmt::join(array.shape, ", "),
+                      c10::toString(target.scalar_type()), fmt::join(target.sizes(), ", ")));
     const at::Tensor host = at::from_blob(const_cast<std::uint8_t*>(array.bytes.data()), array.shape,
                                           at::TensorOptions().dtype(to_scalar_type(array.dtype)));
     target.copy_(host);
@@ -85,9 +85,10 @@ CheckpointEvaluation evaluate_checkpoint(const TrainingConfig& config, const std
                                    fmt::join(index->sample_shape, ", "), checkpoint, stored_shape));
     result.step = std::stoll(reader.attribute("step"));
     if (largest >= 0)
-      spdlog::warn("the checkpoint's config has --vocab-size 0 (written before mnddp recorded the vocabulary): "
-                   "taking {} from the validation data",
-                   largest + 1);
+      spdlog::warn(
+          "the checkpoint's config has --vocab-size 0 (written before mnddp recorded the vocabulary): "
+          "taking {} from the validation data",
+          largest + 1);
     const TaskOptions options = resolve_task_options(task_options(config), *index, largest);
     check_task_data(options, *index, "--val-data");
     task = make_task(options, *index);
@@ -102,8 +103,8 @@ CheckpointEvaluation evaluate_checkpoint(const TrainingConfig& config, const std
   loading.content = task->content();
   if (!config.feature_stats.empty())
     loading.transforms.feature_stats = load_feature_stats(config.feature_stats, index->sample_numel());
-  Evaluator evaluator(reader, *task, rank, control, EvaluatorOptions{config.batch_size, config.amp, device.device,
-                                                                     loading});
+  Evaluator evaluator(reader, *task, rank, control,
+                      EvaluatorOptions{config.batch_size, config.amp, device.device, loading});
   const EvalResult eval = evaluator.run(*model);
   result.metrics = eval.metrics;
   result.headline = eval.headline;

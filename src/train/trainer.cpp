@@ -213,7 +213,8 @@ void Trainer::evaluate(std::int64_t step, std::int64_t epoch, TrainResult& resul
   r.ddp->sync_buffers();  // one model on every rank: rank 0's BatchNorm statistics
   const EvalResult eval = r.evaluator->run(*r.model);
   r.log->report(step, epoch, eval);
-  if (!r.config.keep_best.empty()) r.checkpointer->report_validation(step, metric_value(eval.metrics, r.config.keep_best));
+  if (!r.config.keep_best.empty())
+    r.checkpointer->report_validation(step, metric_value(eval.metrics, r.config.keep_best));
   result.evaluated = true;
   result.val_metrics = eval.metrics;
   result.val_headline = eval.headline;

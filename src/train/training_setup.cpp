@@ -52,8 +52,8 @@ void check_keep_best(const TrainingConfig& config, const Task& task) {
     if (metric.name == config.keep_best) return;
     names += (names.empty() ? "" : ", ") + metric.name;
   }
-  throw UsageError(fmt::format("--keep-best {}: --task {} reports {}", config.keep_best, choice_name(config.task),
-                               names));
+  throw UsageError(
+      fmt::format("--keep-best {}: --task {} reports {}", config.keep_best, choice_name(config.task), names));
 }
 
 // Rank 0 scans the shards once; everyone gets the broadcast index. What follows is deterministic

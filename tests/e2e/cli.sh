@@ -45,5 +45,11 @@ if [ -n "${MNDDP_SOURCE_DIR:-}" ]; then
   "$MNDDP_BIN" train --help-markdown >"$WORK/CONFIG.md"
   check "docs/CONFIG.md is current (regenerate: mnddp train --help-markdown > docs/CONFIG.md)" \
     cmp -s "$WORK/CONFIG.md" "$MNDDP_SOURCE_DIR/docs/CONFIG.md"
+  # Every ready configuration is valid (each option known, each value in range) and listed there.
+  for ini in "$MNDDP_SOURCE_DIR"/configs/*.ini "$MNDDP_SOURCE_DIR"/examples/torchscript/train.ini; do
+    rel=${ini#"$MNDDP_SOURCE_DIR"/}
+    check "$rel parses" sh -c '"$0" train --config "$1" --print-config >/dev/null' "$MNDDP_BIN" "$ini"
+    check "$rel is listed in docs/CONFIG.md" grep -qF "\`$rel\`" "$MNDDP_SOURCE_DIR/docs/CONFIG.md"
+  done
 fi
 finish
