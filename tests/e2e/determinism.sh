@@ -1,7 +1,7 @@
 # --deterministic: two identical 2-rank runs of every model give bitwise-identical loss logs (train
 # and validation), and so does a run with another --prefetch-batches. For mlp and convnet the log
-# does not depend on --threads either (MKL's strict reproducibility, oneDNN off); torch's CPU
-# BatchNorm and LayerNorm backward kernels split their reductions by thread count, so the other
+# does not depend on --threads either (MKL's strict reproducibility, oneDNN off); some of torch's
+# CPU backward kernels (LayerNorm's, ...) split their reductions by thread count, so the other
 # models are reproducible at a fixed --threads (docs/MODELS.md, Determinism).
 source "$(dirname "$0")/lib.sh"
 : "${MNDDP_PYTHON:?}" "${MNDDP_SOURCE_DIR:?}"
