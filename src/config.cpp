@@ -202,6 +202,12 @@ void validate(const TrainingConfig& config) {
                                    choice_name(config.task),
                                    token_model ? "--task lm" : "--model gpt or torchscript:PATH for --task lm"));
   }
+  // A scripted module's BatchNorm layers are compiled in: they cannot be swapped for synchronised ones.
+  if (config.sync_batch_norm && kind == ModelKind::Torchscript)
+    throw UsageError(
+        fmt::format("--sync-batchnorm: the BatchNorm layers of --model {} are compiled into the module "
+                    "and cannot be synchronised; drop the flag (each rank then normalises by its own batch)",
+                    config.model.text()));
   if ((kind == ModelKind::Gpt || kind == ModelKind::Vit) && config.hidden % config.heads != 0)
     throw UsageError(fmt::format("--heads {}: must divide --hidden {} (the {} width splits into heads)", config.heads,
                                  config.hidden, kind == ModelKind::Gpt ? "GPT" : "ViT"));

@@ -348,6 +348,10 @@ std::vector<OptionSpec> build_table() {
   t.choice("grad-compression", &C::grad_compression, "all-reduce gradients in this precision");
   t.add("broadcast-buffers", &C::broadcast_buffers,
         "copy rank 0's buffers (BatchNorm statistics) to all ranks every step", Check<bool>{});
+  t.add("sync-batchnorm", &C::sync_batch_norm,
+        "BatchNorm statistics over the global batch, like torch.nn.SyncBatchNorm (convnet, resnet*): two small "
+        "all-reduces per BatchNorm layer forward, one backward; without it each rank normalises by its own batch",
+        Check<bool>{});
   return rows;
 }
 

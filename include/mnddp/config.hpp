@@ -114,6 +114,7 @@ struct TrainingConfig {
   bool find_unused_parameters = false;
   GradCompression grad_compression = GradCompression::None;
   bool broadcast_buffers = true;
+  bool sync_batch_norm = false;  // BatchNorm statistics over the global batch (SyncBatchNorm2d)
 
   bool operator==(const TrainingConfig&) const = default;
 };

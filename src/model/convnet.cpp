@@ -18,7 +18,7 @@ class ConvNet final : public Model {
     std::int64_t out = spec.hidden;
     for (int i = 0; i < spec.layers; ++i) {
       features_->push_back(nn::Conv2d(nn::Conv2dOptions(channels, out, 3).padding(1).bias(!spec.batch_norm)));
-      if (spec.batch_norm) features_->push_back(nn::BatchNorm2d(out));
+      if (spec.batch_norm) features_->push_back(batch_norm_2d(spec, out));
       features_->push_back(nn::ReLU());
       if (height >= 2 && width >= 2) {
         features_->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(2)));

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "mnddp/error.hpp"
+#include "mnddp/model/sync_batch_norm.hpp"
 #include "zoo.hpp"
 
 namespace mnddp {
@@ -73,6 +74,11 @@ std::shared_ptr<Model> make_model(const ModelSpec& spec) {
       return make_gpt(spec);
   }
   throw std::logic_error("make_model: unknown model kind");
+}
+
+torch::nn::AnyModule batch_norm_2d(const ModelSpec& spec, std::int64_t channels) {
+  if (spec.sync_batch_norm) return torch::nn::AnyModule(SyncBatchNorm2d(channels));
+  return torch::nn::AnyModule(torch::nn::BatchNorm2d(channels));
 }
 
 std::int64_t parameter_count(const torch::nn::Module& module) {

@@ -6,6 +6,7 @@
 // convolution without pooling, for small images.
 #include <ATen/ATen.h>
 
+#include "mnddp/model/sync_batch_norm.hpp"
 #include "zoo.hpp"
 
 namespace mnddp {
@@ -19,52 +20,64 @@ nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int
 
 struct BlockImpl : nn::Module {
   virtual at::Tensor forward(const at::Tensor& x) = 0;
+
+ protected:
+  // A BatchNorm2d (plain or synchronised, batch_norm_2d), registered under `name`.
+  nn::AnyModule norm(const ModelSpec& spec, const std::string& name, std::int64_t channels) {
+    nn::AnyModule bn = batch_norm_2d(spec, channels);
+    register_module(name, bn.ptr());
+    return bn;
+  }
+  // The projection shortcut: a strided 1x1 convolution and a BatchNorm (downsample.0, downsample.1).
+  static nn::Sequential shortcut(const ModelSpec& spec, std::int64_t in, std::int64_t out, std::int64_t stride) {
+    nn::Sequential path(conv(in, out, 1, stride));
+    path->push_back(batch_norm_2d(spec, out));
+    return path;
+  }
 };
 
 // Two 3x3 convolutions (ResNet-18/34).
 struct BasicBlockImpl : BlockImpl {
   static constexpr std::int64_t kExpansion = 1;
-  BasicBlockImpl(std::int64_t in, std::int64_t planes, std::int64_t stride) {
+  BasicBlockImpl(const ModelSpec& spec, std::int64_t in, std::int64_t planes, std::int64_t stride) {
     conv1 = register_module("conv1", conv(in, planes, 3, stride));
-    bn1 = register_module("bn1", nn::BatchNorm2d(planes));
+    bn1 = norm(spec, "bn1", planes);
     conv2 = register_module("conv2", conv(planes, planes, 3, 1));
-    bn2 = register_module("bn2", nn::BatchNorm2d(planes));
+    bn2 = norm(spec, "bn2", planes);
     if (stride != 1 || in != planes * kExpansion)
-      downsample = register_module(
-          "downsample", nn::Sequential(conv(in, planes * kExpansion, 1, stride), nn::BatchNorm2d(planes * kExpansion)));
+      downsample = register_module("downsample", shortcut(spec, in, planes * kExpansion, stride));
   }
   at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor out = at::relu(bn1->forward(conv1->forward(x)));
-    out = bn2->forward(conv2->forward(out));
+    at::Tensor out = at::relu(bn1.forward(conv1->forward(x)));
+    out = bn2.forward(conv2->forward(out));
     return at::relu(out + (downsample ? downsample->forward(x) : x));
   }
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  nn::AnyModule bn1, bn2;
   nn::Sequential downsample{nullptr};
 };
 
 // 1x1 -> 3x3 (with the stride) -> 1x1 x4 (ResNet-50).
 struct BottleneckImpl : BlockImpl {
   static constexpr std::int64_t kExpansion = 4;
-  BottleneckImpl(std::int64_t in, std::int64_t planes, std::int64_t stride) {
+  BottleneckImpl(const ModelSpec& spec, std::int64_t in, std::int64_t planes, std::int64_t stride) {
     conv1 = register_module("conv1", conv(in, planes, 1, 1));
-    bn1 = register_module("bn1", nn::BatchNorm2d(planes));
+    bn1 = norm(spec, "bn1", planes);
     conv2 = register_module("conv2", conv(planes, planes, 3, stride));
-    bn2 = register_module("bn2", nn::BatchNorm2d(planes));
+    bn2 = norm(spec, "bn2", planes);
     conv3 = register_module("conv3", conv(planes, planes * kExpansion, 1, 1));
-    bn3 = register_module("bn3", nn::BatchNorm2d(planes * kExpansion));
+    bn3 = norm(spec, "bn3", planes * kExpansion);
     if (stride != 1 || in != planes * kExpansion)
-      downsample = register_module(
-          "downsample", nn::Sequential(conv(in, planes * kExpansion, 1, stride), nn::BatchNorm2d(planes * kExpansion)));
+      downsample = register_module("downsample", shortcut(spec, in, planes * kExpansion, stride));
   }
   at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor out = at::relu(bn1->forward(conv1->forward(x)));
-    out = at::relu(bn2->forward(conv2->forward(out)));
-    out = bn3->forward(conv3->forward(out));
+    at::Tensor out = at::relu(bn1.forward(conv1->forward(x)));
+    out = at::relu(bn2.forward(conv2->forward(out)));
+    out = bn3.forward(conv3->forward(out));
     return at::relu(out + (downsample ? downsample->forward(x) : x));
   }
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
-  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  nn::AnyModule bn1, bn2, bn3;
   nn::Sequential downsample{nullptr};
 };
 
@@ -73,7 +86,8 @@ class ResNet final : public Model {
   ResNet(const ModelSpec& spec, std::vector<int> blocks, bool bottleneck, bool cifar_stem) : cifar_stem_(cifar_stem) {
     const std::int64_t channels = spec.input_shape[0];
     conv1_ = register_module("conv1", cifar_stem ? conv(channels, 64, 3, 1) : conv(channels, 64, 7, 2));
-    bn1_ = register_module("bn1", nn::BatchNorm2d(64));
+    bn1_ = batch_norm_2d(spec, 64);
+    register_module("bn1", bn1_.ptr());
     const std::int64_t expansion = bottleneck ? BottleneckImpl::kExpansion : BasicBlockImpl::kExpansion;
     std::int64_t in = 64;
     for (std::size_t stage = 0; stage < 4; ++stage) {
@@ -82,9 +96,9 @@ class ResNet final : public Model {
       for (int b = 0; b < blocks[stage]; ++b) {
         const std::int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
         if (bottleneck)
-          layer->push_back(std::make_shared<BottleneckImpl>(in, planes, stride));
+          layer->push_back(std::make_shared<BottleneckImpl>(spec, in, planes, stride));
         else
-          layer->push_back(std::make_shared<BasicBlockImpl>(in, planes, stride));
+          layer->push_back(std::make_shared<BasicBlockImpl>(spec, in, planes, stride));
         in = planes * expansion;
       }
       layers_.push_back(register_module("layer" + std::to_string(stage + 1), layer));
@@ -95,7 +109,7 @@ class ResNet final : public Model {
 
   at::Tensor forward(at::Tensor x) override {
     if (x.dim() == 3) x = x.unsqueeze(1);  // [N, H, W] images get one channel
-    x = at::relu(bn1_->forward(conv1_->forward(x)));
+    x = at::relu(bn1_.forward(conv1_->forward(x)));
     if (!cifar_stem_) x = at::max_pool2d(x, 3, 2, 1);
     for (auto& layer : layers_)
       for (const auto& block : *layer) x = block->as<BlockImpl>()->forward(x);
@@ -113,13 +127,16 @@ class ResNet final : public Model {
       } else if (auto* bn = module->as<nn::BatchNorm2d>()) {
         nn::init::ones_(bn->weight);
         nn::init::zeros_(bn->bias);
+      } else if (auto* sync = module->as<SyncBatchNorm2d>()) {
+        nn::init::ones_(sync->weight);
+        nn::init::zeros_(sync->bias);
       }
     }
   }
 
   bool cifar_stem_;
   nn::Conv2d conv1_{nullptr};
-  nn::BatchNorm2d bn1_{nullptr};
+  nn::AnyModule bn1_;
   std::vector<nn::ModuleList> layers_;
   nn::Linear fc_{nullptr};
 };

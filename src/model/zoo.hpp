@@ -1,6 +1,9 @@
 // Internal to model/: each network's constructor behind a factory (models.cpp chooses one).
 #pragma once
 
+#include <torch/nn/modules/container/any.h>
+
+#include <cstdint>
 #include <memory>
 
 #include "mnddp/model/models.hpp"
@@ -16,5 +19,8 @@ std::shared_ptr<Model> make_vit(const ModelSpec& spec);      // spec.input_shape
 std::shared_ptr<Model> load_torchscript(const ModelSpec& spec);
 // resnet18/34/50 (spec.kind); spec.input_shape is [C, H, W].
 std::shared_ptr<Model> make_resnet(const ModelSpec& spec, bool cifar_stem);
+
+// The zoo's BatchNorm2d: torch's, or SyncBatchNorm2d (the same names) when spec.sync_batch_norm.
+torch::nn::AnyModule batch_norm_2d(const ModelSpec& spec, std::int64_t channels);
 
 }  // namespace mnddp

@@ -64,6 +64,7 @@ ModelSpec model_spec(const TrainingConfig& config, const std::vector<std::int64_
   spec.stem = config.stem;
   spec.tie_embeddings = config.tie_embeddings;
   spec.dropout = config.dropout;
+  spec.sync_batch_norm = config.sync_batch_norm;
   return spec;
 }
 

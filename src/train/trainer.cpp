@@ -65,6 +65,8 @@ Trainer::~Trainer() = default;
 
 std::vector<at::Tensor> Trainer::parameters() const { return run_->model->parameters(); }
 
+std::vector<at::Tensor> Trainer::buffers() const { return run_->model->buffers(); }
+
 std::string Trainer::device_description() const { return run_->device.description; }
 
 std::string Trainer::backend() const { return std::string(choice_name(run_->backend)); }

@@ -8,6 +8,7 @@
 #include "mnddp/comm/backend.hpp"
 #include "mnddp/data/feature_stats.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/model/sync_batch_norm.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/train/optim.hpp"
 #include "training_run.hpp"
@@ -92,6 +93,17 @@ TrainingData open_training_data(const TrainingConfig& config, const RankInfo& ra
   return data;
 }
 
+// --sync-batchnorm: the layers get the gradient communicator (device tensors: NCCL on GPUs) before
+// DDP's first broadcast; a model without BatchNorm trains as it would without the flag.
+void bind_sync_batch_norm_layers(Model& model, Communicator& gradients, const TrainingConfig& config) {
+  const int layers = bind_sync_batch_norm(model, &gradients);
+  if (layers == 0)
+    spdlog::warn("--sync-batchnorm: --model {} has no BatchNorm layer; the flag changes nothing", config.model.text());
+  else
+    spdlog::info("--sync-batchnorm: {} BatchNorm layers normalise over the global batch (world size {}, on {})", layers,
+                 gradients.size(), gradients.backend_name());
+}
+
 void resume(TrainingRun& run) {
   auto resumed = run.checkpointer->resume(run.state_refs());
   if (!resumed) return;
@@ -132,6 +144,7 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const
   });
   r.gradient_comm = make_gradient_comm(r.backend, control, r.device.cuda_index(), config.collective_timeout);
   if (wrap) r.gradient_comm = wrap(r.gradient_comm);
+  if (config.sync_batch_norm) bind_sync_batch_norm_layers(*r.model, *r.gradient_comm, config);
   r.ddp = std::make_unique<DistributedDataParallel>(r.model, control, *r.gradient_comm, ddp_options(config));
   on_all_then_agree(control, [&] { r.optimizer = make_optimizer(config, r.model->named_parameters()); });
   r.scaler = std::make_unique<LossScaler>(scaler_options(config), r.device.device);

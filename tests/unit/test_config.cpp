@@ -191,3 +191,13 @@ TEST(Config, MinLrAboveLrIsRefused) {
             "--min-lr: must not exceed --lr (got min-lr 0.02, lr 0.01)");
   EXPECT_EQ(usage_error_of({"--lr", "0.01", "--min-lr", "0.01"}), "");
 }
+
+// A scripted module's BatchNorm layers cannot be swapped: asking for global statistics is an error,
+// not a silent no-op. The zoo's models without BatchNorm accept the flag (a warning at set-up).
+TEST(Config, SyncBatchNormRefusesTorchScript) {
+  const std::string message = usage_error_of({"--sync-batchnorm", "--model", "torchscript:net.pt"});
+  EXPECT_NE(message.find("--sync-batchnorm: the BatchNorm layers of --model torchscript:"), std::string::npos)
+      << message;
+  EXPECT_EQ(usage_error_of({"--sync-batchnorm", "--model", "resnet18"}), "");
+  EXPECT_EQ(usage_error_of({"--sync-batchnorm", "--model", "mlp"}), "");
+}

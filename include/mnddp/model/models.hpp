@@ -33,6 +33,9 @@ struct ModelSpec {
   bool batch_norm = true;      // ConvNet only
   Stem stem = Stem::Auto;      // ResNet: auto takes the CIFAR stem for images up to kCifarStemMaxSide
   bool tie_embeddings = true;  // GPT: the output projection is the token embedding's weight
+  // ConvNet, ResNet: SyncBatchNorm2d instead of BatchNorm2d; bind_sync_batch_norm (model/
+  // sync_batch_norm.hpp) must then hand the layers their communicator before training.
+  bool sync_batch_norm = false;
 
   // TorchScript: the file, and what the task needs, checked by one forward pass at load time.
   std::string torchscript_path;

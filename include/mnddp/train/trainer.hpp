@@ -53,8 +53,9 @@ class Trainer {
 
   // The model after (or before) training, for tests that compare replicas.
   std::vector<at::Tensor> parameters() const;
-  std::string device_description() const;  // e.g. "cpu" or "cuda:0 of 4 visible (...)"
-  std::string backend() const;             // what carries gradients: "mpi" or "nccl"
+  std::vector<at::Tensor> buffers() const;  // BatchNorm statistics, in registration order
+  std::string device_description() const;   // e.g. "cpu" or "cuda:0 of 4 visible (...)"
+  std::string backend() const;              // what carries gradients: "mpi" or "nccl"
 
  private:
   // How an epoch ended: `stop` when this invocation ends after it (checkpointed).
