@@ -57,18 +57,18 @@ TORCH_MODULE(MlpBlock);
 
 struct BlockImpl : nn::Module {
   BlockImpl(std::int64_t d_model, std::int64_t heads, double dropout)
-      : ln_1(register_module("ln_1", nn::LayerNorm(nn::LayerNormOptions({d_model})))),
+      : ln_1(register_module("ln_1", ThreadInvariantLayerNorm(nn::LayerNormOptions({d_model})))),
         attn(register_module("attn", CausalSelfAttention(d_model, heads, dropout))),
-        ln_2(register_module("ln_2", nn::LayerNorm(nn::LayerNormOptions({d_model})))),
+        ln_2(register_module("ln_2", ThreadInvariantLayerNorm(nn::LayerNormOptions({d_model})))),
         mlp(register_module("mlp", MlpBlock(d_model, dropout))) {}
   at::Tensor forward(at::Tensor x) {
     x = x + attn->forward(ln_1->forward(x));
     return x + mlp->forward(ln_2->forward(x));
   }
 
-  nn::LayerNorm ln_1;
+  ThreadInvariantLayerNorm ln_1;
   CausalSelfAttention attn;
-  nn::LayerNorm ln_2;
+  ThreadInvariantLayerNorm ln_2;
   MlpBlock mlp;
 };
 TORCH_MODULE(Block);
@@ -80,7 +80,7 @@ struct TransformerImpl : nn::Module {
         wpe(register_module("wpe", nn::Embedding(context, spec.hidden))),
         drop(register_module("drop", nn::Dropout(spec.dropout))),
         h(register_module("h", nn::ModuleList())),
-        ln_f(register_module("ln_f", nn::LayerNorm(nn::LayerNormOptions({spec.hidden})))) {
+        ln_f(register_module("ln_f", ThreadInvariantLayerNorm(nn::LayerNormOptions({spec.hidden})))) {
     for (int i = 0; i < spec.layers; ++i) h->push_back(Block(spec.hidden, spec.heads, spec.dropout));
   }
 
@@ -88,7 +88,7 @@ struct TransformerImpl : nn::Module {
   nn::Embedding wpe;
   nn::Dropout drop;
   nn::ModuleList h;
-  nn::LayerNorm ln_f;
+  ThreadInvariantLayerNorm ln_f;
 };
 TORCH_MODULE(Transformer);
 

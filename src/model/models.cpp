@@ -78,7 +78,7 @@ std::shared_ptr<Model> make_model(const ModelSpec& spec) {
 
 torch::nn::AnyModule batch_norm_2d(const ModelSpec& spec, std::int64_t channels) {
   if (spec.sync_batch_norm) return torch::nn::AnyModule(SyncBatchNorm2d(channels));
-  return torch::nn::AnyModule(torch::nn::BatchNorm2d(channels));
+  return torch::nn::AnyModule(ThreadInvariantBatchNorm2d(channels));
 }
 
 std::int64_t parameter_count(const torch::nn::Module& module) {

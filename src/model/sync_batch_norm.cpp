@@ -2,6 +2,8 @@
 // backward) and the BatchNorm2d-shaped module the zoo builds under --sync-batchnorm.
 #include "mnddp/model/sync_batch_norm.hpp"
 
+#include "mnddp/model/thread_invariant_norms.hpp"
+
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/autograd.h>
@@ -164,7 +166,8 @@ at::Tensor SyncBatchNorm2dImpl::forward(const at::Tensor& input) {
   if (!is_training()) return BatchNormImplBase::forward(input);  // running statistics, no communication
   if (comm_ == nullptr)
     throw std::logic_error("SyncBatchNorm2d: a training-mode forward pass before bind_sync_batch_norm");
-  if (comm_->size() == 1) return BatchNormImplBase::forward(input);  // plain BatchNorm, bit for bit
+  if (comm_->size() == 1)  // plain BatchNorm, bit for bit
+    return thread_invariant_batch_norm(input, [this](const at::Tensor& x) { return BatchNormImplBase::forward(x); });
   _check_input_dim(input);
   // The factor as torch's BatchNorm chooses it: momentum, or the cumulative average without one.
   double factor = options.momentum().value_or(0.0);

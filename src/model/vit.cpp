@@ -55,10 +55,10 @@ TORCH_MODULE(SelfAttention);
 // torchvision's EncoderBlock; its MLPBlock is Sequential(Linear, GELU, Dropout, Linear, Dropout).
 struct EncoderBlockImpl : nn::Module {
   EncoderBlockImpl(std::int64_t width, std::int64_t heads, double dropout)
-      : ln_1(register_module("ln_1", nn::LayerNorm(nn::LayerNormOptions({width}).eps(kLayerNormEps)))),
+      : ln_1(register_module("ln_1", ThreadInvariantLayerNorm(nn::LayerNormOptions({width}).eps(kLayerNormEps)))),
         self_attention(register_module("self_attention", SelfAttention(width, heads))),
         drop(register_module("dropout", nn::Dropout(dropout))),
-        ln_2(register_module("ln_2", nn::LayerNorm(nn::LayerNormOptions({width}).eps(kLayerNormEps)))),
+        ln_2(register_module("ln_2", ThreadInvariantLayerNorm(nn::LayerNormOptions({width}).eps(kLayerNormEps)))),
         mlp(register_module("mlp", nn::Sequential(nn::Linear(width, 4 * width), nn::GELU(), nn::Dropout(dropout),
                                                   nn::Linear(4 * width, width), nn::Dropout(dropout)))) {
     torch::NoGradGuard no_grad;
@@ -74,10 +74,10 @@ struct EncoderBlockImpl : nn::Module {
     return x + mlp->forward(ln_2->forward(x));
   }
 
-  nn::LayerNorm ln_1;
+  ThreadInvariantLayerNorm ln_1;
   SelfAttention self_attention;
   nn::Dropout drop;
-  nn::LayerNorm ln_2;
+  ThreadInvariantLayerNorm ln_2;
   nn::Sequential mlp;
 };
 TORCH_MODULE(EncoderBlock);
@@ -87,7 +87,7 @@ struct EncoderImpl : nn::Module {
       : pos_embedding(register_parameter("pos_embedding", at::empty({1, length, spec.hidden}).normal_(0.0, 0.02))),
         drop(register_module("dropout", nn::Dropout(spec.dropout))),
         layers(register_module("layers", nn::ModuleDict())),
-        ln(register_module("ln", nn::LayerNorm(nn::LayerNormOptions({spec.hidden}).eps(kLayerNormEps)))) {
+        ln(register_module("ln", ThreadInvariantLayerNorm(nn::LayerNormOptions({spec.hidden}).eps(kLayerNormEps)))) {
     for (int i = 0; i < spec.layers; ++i)
       layers->update({{fmt::format("encoder_layer_{}", i), EncoderBlock(spec.hidden, spec.heads, spec.dropout).ptr()}});
   }
@@ -100,7 +100,7 @@ struct EncoderImpl : nn::Module {
   at::Tensor pos_embedding;
   nn::Dropout drop;
   nn::ModuleDict layers;
-  nn::LayerNorm ln;
+  ThreadInvariantLayerNorm ln;
 };
 TORCH_MODULE(Encoder);
 

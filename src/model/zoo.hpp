@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "mnddp/model/models.hpp"
+#include "mnddp/model/thread_invariant_norms.hpp"
 
 namespace mnddp {
 
