@@ -2,6 +2,8 @@
 //   sync      gradient sync of the Reducer vs one raw MPI_Allreduce of the same bytes in one flat buffer
 //   overlap   exposed communication: time finalize() waits, as a share of the all-reduce time
 //   overhead  1 rank: a training step with DDP vs the same step without it
+//   nonfinite 1 rank: the --on-nonfinite check (all_finite over every gradient) as a share of a
+//             training step, against torch's isfinite().all() per gradient (the check before)
 // Each pair is measured alternately in one run; medians are reported.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -17,6 +19,7 @@
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/ddp/ddp.hpp"
 #include "mnddp/model/models.hpp"
+#include "mnddp/train/gradient_check.hpp"
 
 #include "bench_util.hpp"
 
@@ -155,6 +158,81 @@ void bench_overlap(MpiComm& world, const std::string& model_name, std::int64_t b
   }
 }
 
+// The workloads of the PyTorch comparison (bench/compare.sh), as ModelSpecs.
+struct Workload {
+  std::string name;
+  ModelSpec spec;
+  std::int64_t batch;
+};
+
+std::vector<Workload> comparison_workloads() {
+  const auto spec = [](ModelKind kind, std::vector<std::int64_t> shape, int hidden, int layers) {
+    ModelSpec s;
+    s.kind = kind;
+    s.input_shape = std::move(shape);
+    s.num_outputs = 10;
+    s.hidden = hidden;
+    s.layers = layers;
+    return s;
+  };
+  ModelSpec gpt = spec(ModelKind::Gpt, {128}, 128, 4);  // configs/gpt-small.ini
+  gpt.num_outputs = 512;
+  gpt.heads = 4;
+  gpt.dropout = 0.0;
+  return {{"mlp-small", spec(ModelKind::Mlp, {784}, 128, 2), 32},
+          {"mlp", spec(ModelKind::Mlp, {784}, 512, 2), 64},
+          {"convnet", spec(ModelKind::ConvNet, {3, 32, 32}, 32, 3), 32},
+          {"resnet18", spec(ModelKind::Resnet18, {3, 32, 32}, 64, 2), 32},
+          {"gpt-small", gpt, 16}};
+}
+
+void bench_nonfinite(MpiComm& world, const Workload& workload, int reps) {
+  torch::manual_seed(1);
+  std::shared_ptr<Model> net = make_model(workload.spec);
+  DistributedDataParallel ddp(net, world, trainer_options());
+  const bool lm = workload.spec.kind == ModelKind::Gpt;
+  std::vector<std::int64_t> shape = {workload.batch};
+  shape.insert(shape.end(), workload.spec.input_shape.begin(), workload.spec.input_shape.end());
+  const at::Tensor x = lm ? at::randint(0, workload.spec.num_outputs, shape) : at::randn(shape);
+  const at::Tensor y = lm ? at::randint(0, workload.spec.num_outputs, shape) : at::randint(0, 10, {workload.batch});
+  const auto params = net->parameters();
+  std::vector<double> step_s, ours_s, torch_s;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    auto t = Clock::now();
+    ddp.zero_grad();
+    at::Tensor out = net->forward(x);
+    at::Tensor loss = torch::nn::functional::cross_entropy(lm ? out.flatten(0, 1) : out, lm ? y.flatten() : y);
+    loss = ddp.scale_loss(loss);
+    ddp.prepare_for_backward(loss);
+    loss.backward();
+    ddp.finalize();
+    const double step = seconds_since(t);
+    t = Clock::now();
+    std::vector<at::Tensor> grads;
+    for (const auto& p : params) grads.push_back(p.grad());
+    const bool finite = all_finite(grads);
+    const double ours = seconds_since(t);
+    t = Clock::now();
+    std::vector<at::Tensor> checks;
+    for (const auto& g : grads) checks.push_back(at::isfinite(g).all());
+    const bool torch_finite = at::stack(checks).all().item<bool>();
+    const double theirs = seconds_since(t);
+    if (finite != torch_finite) std::fprintf(stderr, "all_finite disagrees with torch\n");
+    if (rep < 2) continue;
+    step_s.push_back(step + ours);  // the trainer's step includes the check
+    ours_s.push_back(ours);
+    torch_s.push_back(theirs);
+  }
+  if (world.is_root()) {
+    std::int64_t numel = 0;
+    for (const auto& p : params) numel += p.numel();
+    std::printf("%-10s %10.2f %10.2f %10.3f %9.2f%% %10.3f %9.2f%%\n", workload.name.c_str(),
+                static_cast<double>(numel) * 4.0 / 1e6, median(step_s) * 1e3, median(ours_s) * 1e3,
+                median(ours_s) / median(step_s) * 100.0, median(torch_s) * 1e3,
+                median(torch_s) / median(step_s) * 100.0);
+  }
+}
+
 void bench_overhead(MpiComm& world, const std::string& model_name, std::int64_t batch, int reps) {
   BenchModel with = make_bench_model(model_name);
   BenchModel without = make_bench_model(model_name);
@@ -211,8 +289,15 @@ int main(int argc, char** argv) {
                     world.size(), reps, "model", "batch", "ddp(ms)", "plain(ms)", "overhead");
       bench_overhead(world, "convnet", 64, reps);
       bench_overhead(world, "mlp50m", 64, reps);
+    } else if (mode == "nonfinite") {
+      if (world.is_root())
+        std::printf(
+            "# --on-nonfinite check on %d rank(s), median of %d steps: all_finite over every gradient vs torch's "
+            "isfinite().all() per gradient\n%-10s %10s %10s %10s %10s %10s %10s\n",
+            world.size(), reps, "model", "grads(MB)", "step(ms)", "ours(ms)", "share", "torch(ms)", "share");
+      for (const Workload& workload : comparison_workloads()) bench_nonfinite(world, workload, reps);
     } else {
-      if (world.is_root()) std::fprintf(stderr, "usage: mnddp-bench-ddp sync|overlap|overhead [reps]\n");
+      if (world.is_root()) std::fprintf(stderr, "usage: mnddp-bench-ddp sync|overlap|overhead|nonfinite [reps]\n");
     }
   }
   MPI_Finalize();

@@ -112,6 +112,14 @@ std::shared_ptr<CommWork> AsyncChannel::allreduce(void* buffer, std::size_t coun
     std::lock_guard lock(mutex_);
     // Numbered under the queue's lock: sequence numbers follow submission (= execution) order.
     queued->seq = tracker_.begin("allreduce", count * dtype_size(dtype), queued->label);
+    // One rank: the sum or mean of one buffer is the buffer. Completed here, with no hand-off to the
+    // thread (whose wake-up and spin would cost more than the whole "collective").
+    if (size_ == 1 && in_flight_ == 0 && !debug_collectives() && !broken_) {
+      tracker_.end(queued->seq);
+      queued->complete(0.0);
+      return std::make_shared<MpiWork>(queued);
+    }
+    ++in_flight_;
     queued_.push_back(queued);
   }
   wake_.notify_all();
@@ -156,6 +164,8 @@ void AsyncChannel::run() {
     }
     // Submission order is the same on every rank, so the collectives match.
     execute(*next);
+    std::lock_guard lock(mutex_);
+    --in_flight_;
   }
 }
 

@@ -39,10 +39,12 @@ class AsyncChannel {
   std::mutex mutex_;
   std::condition_variable wake_;  // the thread: new work or stop
   std::deque<std::shared_ptr<Op>> queued_;
+  std::size_t in_flight_ = 0;  // queued or executing; under mutex_
   bool stop_ = false;
   CollectiveTracker tracker_;
   CollectiveCheck check_;      // the channel's thread only
-  std::exception_ptr broken_;  // after a failed collective every later one fails at once
+  std::exception_ptr broken_;  // after a failed collective every later one fails at once; written by
+                               // the thread, read by others under mutex_ when in_flight_ is 0
   std::thread thread_;
 };
 

@@ -6,16 +6,85 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "mnddp/error.hpp"
 
 namespace mnddp {
+namespace {
+
+// The build targets baseline x86-64 (SSE2); an AVX2 clone, chosen at load time where the CPU has
+// it, reads twice as fast (the scan is bound by the cache's bandwidth, so AVX-512 adds nothing).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MNDDP_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
+#else
+#define MNDDP_AVX2_CLONE
+#endif
+
+// An IEEE binary float is Inf or NaN exactly when its exponent bits are all ones: the largest
+// exponent field of n values, read once as integers. Fixed-size blocks let the compiler vectorise:
+// about 30 GB/s on one thread from cache (bench: mnddp-bench-ddp nonfinite).
+template <typename Bits>
+MNDDP_AVX2_CLONE bool finite_bits(const unsigned char* bytes, std::int64_t n, Bits exponent) {
+  constexpr std::int64_t kBlock = 64;
+  Bits worst = 0;
+  std::int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    Bits block = 0;
+    for (std::int64_t j = 0; j < kBlock; ++j) {
+      Bits b;
+      std::memcpy(&b, bytes + (i + j) * sizeof(Bits), sizeof(Bits));
+      block = std::max<Bits>(block, b & exponent);
+    }
+    worst = std::max(worst, block);
+  }
+  for (; i < n; ++i) {
+    Bits b;
+    std::memcpy(&b, bytes + i * sizeof(Bits), sizeof(Bits));
+    worst = std::max<Bits>(worst, b & exponent);
+  }
+  return worst != exponent;
+}
+
+bool finite_on_host(const at::Tensor& tensor) {
+  const at::Tensor t = tensor.contiguous();
+  const auto* bytes = static_cast<const unsigned char*>(t.const_data_ptr());
+  switch (t.scalar_type()) {
+    case at::kFloat:
+      return finite_bits<std::uint32_t>(bytes, t.numel(), 0x7f800000u);
+    case at::kDouble:
+      return finite_bits<std::uint64_t>(bytes, t.numel(), 0x7ff0000000000000u);
+    case at::kBFloat16:
+      return finite_bits<std::uint16_t>(bytes, t.numel(), 0x7f80u);
+    case at::kHalf:
+      return finite_bits<std::uint16_t>(bytes, t.numel(), 0x7c00u);
+    default:
+      return at::isfinite(t).all().item<bool>();
+  }
+}
+
+}  // namespace
+
+bool all_finite(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> on_device;
+  for (const auto& t : tensors) {
+    if (!t.defined()) continue;
+    if (t.is_cpu()) {
+      if (!finite_on_host(t)) return false;
+    } else {
+      on_device.push_back(at::isfinite(t).all());
+    }
+  }
+  return on_device.empty() || at::stack(on_device).all().item<bool>();  // one synchronisation
+}
 
 bool gradients_finite(const std::vector<at::Tensor>& parameters, std::int64_t step, double step_loss,
                       NonfiniteGradients policy, Communicator& control) {
-  std::vector<at::Tensor> checks;
-  for (const auto& p : parameters)
-    if (p.grad().defined()) checks.push_back(at::isfinite(p.grad()).all());
-  if (checks.empty() || at::stack(checks).all().item<bool>()) return true;
+  std::vector<at::Tensor> grads;
+  grads.reserve(parameters.size());
+  for (const auto& p : parameters) grads.push_back(p.grad());
+  if (all_finite(grads)) return true;
   // Every rank is here (the gradients are the same everywhere): name each rank's loss.
   std::vector<double> losses(static_cast<std::size_t>(control.size()));
   control.allgather(&step_loss, losses.data(), 1, DType::F64);

@@ -13,7 +13,11 @@
 
 namespace mnddp {
 
-// True when every gradient is finite. Otherwise: Abort throws one collective Error naming the step
+// True when no element of the defined tensors is NaN or Inf. Host tensors are read once, as
+// integers (no temporaries, a small fraction of a step); device tensors cost one synchronisation.
+bool all_finite(const std::vector<at::Tensor>& tensors);
+
+// True when every gradient is finite (all_finite). Otherwise: Abort throws one collective Error naming the step
 // and every rank's loss; Skip warns (rank 0) and returns false, and the caller skips the step.
 bool gradients_finite(const std::vector<at::Tensor>& parameters, std::int64_t step, double step_loss,
                       NonfiniteGradients policy, Communicator& control);
