@@ -7,7 +7,16 @@ find_package(Boost 1.70 REQUIRED COMPONENTS program_options)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3.9 REQUIRED)
-find_package(ZLIB REQUIRED)  # CRC-32 checksums of checkpoint arrays
+find_package(ZLIB REQUIRED)  # CRC-32 checksums of format-1 checkpoints (still read)
+# xxHash (Debian: libxxhash-dev): XXH3-64 block checksums of checkpoint arrays (format 2).
+find_path(MNDDP_XXHASH_INCLUDE_DIR xxhash.h)
+find_library(MNDDP_XXHASH_LIBRARY xxhash)
+if(NOT MNDDP_XXHASH_INCLUDE_DIR OR NOT MNDDP_XXHASH_LIBRARY)
+  message(FATAL_ERROR "xxHash not found (xxhash.h, libxxhash): install libxxhash-dev, or run scripts/setup.sh")
+endif()
+add_library(mnddp::xxhash UNKNOWN IMPORTED)
+set_target_properties(mnddp::xxhash PROPERTIES IMPORTED_LOCATION "${MNDDP_XXHASH_LIBRARY}"
+                      INTERFACE_INCLUDE_DIRECTORIES "${MNDDP_XXHASH_INCLUDE_DIR}")
 
 # --- HDF5: must be the MPI-enabled build -------------------------------------------------------
 set(HDF5_PREFER_PARALLEL TRUE)

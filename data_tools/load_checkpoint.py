@@ -7,12 +7,15 @@
 Command line: evaluate a checkpoint on HDF5 shards and print the accuracy:
     python data_tools/load_checkpoint.py ckpt/step-00000384.h5 --data 'data/demo/val_*.h5'
 The module layouts mirror src/model/ (ResNets are torchvision's own, which needs torchvision), so
-parameter names match the checkpoint's.
+parameter names match the checkpoint's. Every array read is verified against its checksum
+(verify_dataset: XXH3-64 blocks, which needs the `xxhash` wheel, or CRC-32 in format 1 files).
 """
 import argparse
 import configparser
 import glob
+import struct
 import sys
+import zlib
 
 import h5py
 import numpy as np
@@ -235,6 +238,28 @@ def build_model(config, sample_shape, state):
     raise ValueError(f"unknown model '{name}' in the checkpoint's config")
 
 
+CHECKSUM_BLOCK_BYTES = 1 << 20
+
+
+def array_checksum(data):
+    """The checksum mnddp stores as `xxh3_64` (format 2): XXH3-64 of the XXH3-64 hashes of the
+    array's 1 MiB blocks, as little-endian uint64s (docs/CHECKPOINT_FORMAT.md)."""
+    import xxhash  # pip install xxhash
+
+    view = memoryview(data)
+    hashes = b"".join(struct.pack("<Q", xxhash.xxh3_64_intdigest(view[i:i + CHECKSUM_BLOCK_BYTES]))
+                      for i in range(0, len(view), CHECKSUM_BLOCK_BYTES))
+    return xxhash.xxh3_64_intdigest(hashes)
+
+
+def verify_dataset(dataset):
+    """True when a checkpoint array's bytes (C order) match its stored checksum."""
+    data = np.ascontiguousarray(dataset[()]).tobytes()
+    if "xxh3_64" in dataset.attrs:
+        return array_checksum(data) == int(dataset.attrs["xxh3_64"])
+    return zlib.crc32(data) == int(dataset.attrs["crc32"])  # format 1
+
+
 def read_state(path):
     """(state_dict, config dict, sample shape) from an HDF5 checkpoint or an `mnddp export` file."""
     if h5py.is_hdf5(path):
@@ -243,6 +268,8 @@ def read_state(path):
             for group in ("model", "buffers"):
                 if group in f:
                     for name, dataset in f[group].items():
+                        if not verify_dataset(dataset):
+                            raise ValueError(f"checkpoint '{path}': array '{group}/{name}' is corrupt (checksum mismatch)")
                         state[name] = torch.from_numpy(np.array(dataset[()]))
             config = parse_config(f.attrs["config"].decode() if isinstance(f.attrs["config"], bytes) else f.attrs["config"])
             shape_text = f.attrs["sample_shape"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything mnddp needs on a Debian 12 machine: the apt packages (Open MPI, parallel
-# HDF5, Boost.Program_options, spdlog, fmt, nlohmann-json, GoogleTest, ccache, ninja; Slurm, munge
+# HDF5, Boost.Program_options, spdlog, fmt, nlohmann-json, GoogleTest, xxHash, ccache, ninja; Slurm, munge
 # and strace for the slurm tests) and the project venv with torch (LibTorch), numpy and h5py.
 # Idempotent: a second run checks and returns. Installing Slurm starts no daemon (the tests run
 # their own cluster under the build tree: tests/slurm/local_cluster.sh).
@@ -11,7 +11,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev zlib1g-dev python3-venv clang-format git
+  libgtest-dev zlib1g-dev libxxhash-dev python3-venv clang-format git
   slurm-wlm munge strace
 )
 

@@ -98,11 +98,18 @@ void write_u32_attribute(hid_t object, const std::string& name, std::uint32_t va
   MNDDP_H5_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_UINT32, &value));
 }
 
+void write_u64_attribute(hid_t object, const std::string& name, std::uint64_t value) {
+  H5Handle space(H5Screate(H5S_SCALAR));
+  H5Handle attribute(H5Acreate2(object, name.c_str(), H5T_STD_U64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  MNDDP_H5_CHECK(attribute.get());
+  MNDDP_H5_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_UINT64, &value));
+}
+
 }  // namespace ckpt_detail
 
 std::int64_t ArrayData::numel() const { return ckpt_detail::product(shape); }
 
-std::uint32_t checksum(const void* data, std::size_t bytes) {
+std::uint32_t crc32_checksum(const void* data, std::size_t bytes) {
   return static_cast<std::uint32_t>(crc32_z(0L, static_cast<const Bytef*>(data), bytes));
 }
 

@@ -24,5 +24,6 @@ std::int64_t product(const std::vector<std::int64_t>& shape);
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value);
 std::string read_string_attribute(hid_t object, const std::string& name);
 void write_u32_attribute(hid_t object, const std::string& name, std::uint32_t value);
+void write_u64_attribute(hid_t object, const std::string& name, std::uint64_t value);
 
 }  // namespace mnddp::ckpt_detail

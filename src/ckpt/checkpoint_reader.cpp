@@ -1,4 +1,5 @@
-// Serial reading of checkpoint arrays, each verified against its CRC-32 as it is read.
+// Serial reading of checkpoint arrays, each verified against its checksum as it is read: XXH3-64
+// blocks (format 2) or, in format 1 files, CRC-32.
 #include <fmt/format.h>
 #include <hdf5.h>
 #include <zlib.h>
@@ -16,6 +17,7 @@
 
 #include "checkpoint_h5.hpp"
 #include "mnddp/check.hpp"
+#include "mnddp/ckpt/array_checksum.hpp"
 #include "mnddp/ckpt/checkpoint_file.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
@@ -28,16 +30,38 @@ namespace {
 
 using ScratchBuffers = CheckpointReader::ScratchBuffers;
 
+enum class ChecksumKind { Xxh3Blocks, Crc32 };
+
+// The checksum of bytes that arrive in pieces, in order: either kind.
+class PieceChecksum {
+ public:
+  explicit PieceChecksum(ChecksumKind kind) : kind_(kind), crc_(crc32_checksum(nullptr, 0)) {}
+  void update(const void* data, std::size_t bytes) {
+    if (kind_ == ChecksumKind::Xxh3Blocks) {
+      xxh3_.update(data, bytes);
+    } else {
+      crc_ = static_cast<std::uint32_t>(crc32_combine(crc_, crc32_checksum(data, bytes), static_cast<z_off_t>(bytes)));
+    }
+  }
+  std::uint64_t finish() { return kind_ == ChecksumKind::Xxh3Blocks ? xxh3_.finish() : crc_; }
+
+ private:
+  ChecksumKind kind_;
+  StreamingArrayChecksum xxh3_;
+  std::uint32_t crc_;
+};
+
 // Reads a whole dataset into `out` (or, when null, through the two `scratch` buffers, keeping nothing) and
-// returns the CRC-32 of its bytes. Large arrays go in pieces of whole rows, each piece checksummed
+// returns the checksum of its bytes. Large arrays go in pieces of whole rows, each piece checksummed
 // on a worker while the next is read, so the checksum hides behind the I/O.
-std::uint32_t read_checksummed(hid_t dataset, hid_t memory, const std::vector<hsize_t>& dims, std::size_t element_bytes,
-                               std::uint8_t* out, ScratchBuffers& scratch) {
+std::uint64_t read_checksummed(hid_t dataset, hid_t memory, const std::vector<hsize_t>& dims, std::size_t element_bytes,
+                               std::uint8_t* out, ScratchBuffers& scratch, ChecksumKind kind) {
   constexpr std::size_t kPieceBytes = 16u << 20;
+  PieceChecksum checksum(kind);
   hsize_t elements = 1;
   for (auto d : dims) elements *= d;
   const std::size_t total = static_cast<std::size_t>(elements) * element_bytes;
-  if (total == 0) return checksum(nullptr, 0);
+  if (total == 0) return checksum.finish();
   const hsize_t rows = dims.empty() ? 1 : dims[0];
   const std::size_t row_bytes = total / static_cast<std::size_t>(rows);
   const hsize_t piece_rows = std::max<hsize_t>(1, kPieceBytes / row_bytes);
@@ -47,12 +71,9 @@ std::uint32_t read_checksummed(hid_t dataset, hid_t memory, const std::vector<hs
 
   H5Handle file_space(H5Dget_space(dataset));
   MNDDP_H5_CHECK(file_space.get());
-  std::uint32_t crc = checksum(nullptr, 0);
-  std::future<std::uint32_t> previous;
-  std::size_t previous_bytes = 0;
-  auto fold_previous = [&] {
-    if (previous.valid())
-      crc = static_cast<std::uint32_t>(crc32_combine(crc, previous.get(), static_cast<z_off_t>(previous_bytes)));
+  std::future<void> previous;  // the worker's checksum of the piece before
+  auto wait_previous = [&] {
+    if (previous.valid()) previous.get();
   };
   for (hsize_t first = 0, piece = 0; first < rows; first += piece_rows, ++piece) {
     const hsize_t count = std::min(piece_rows, rows - first);
@@ -70,15 +91,18 @@ std::uint32_t read_checksummed(hid_t dataset, hid_t memory, const std::vector<hs
     }
     if (H5Dread(dataset, memory, dims.empty() ? H5S_ALL : memory_space.get(), dims.empty() ? H5S_ALL : file_space.get(),
                 H5P_DEFAULT, target) < 0) {
-      fold_previous();  // the worker must not outlive the buffer it reads
+      wait_previous();  // the worker must not outlive the buffer it reads
       throw Error(h5_take_error());
     }
-    fold_previous();
-    previous = std::async(std::launch::async, [target, bytes] { return checksum(target, bytes); });
-    previous_bytes = bytes;
+    wait_previous();  // pieces are checksummed in order
+    if (bytes < kPieceBytes && first + count == rows && piece == 0) {
+      checksum.update(target, bytes);  // one small piece: no thread
+    } else {
+      previous = std::async(std::launch::async, [&checksum, target, bytes] { checksum.update(target, bytes); });
+    }
   }
-  fold_previous();
-  return crc;
+  wait_previous();
+  return checksum.finish();
 }
 
 }  // namespace
@@ -174,21 +198,27 @@ void CheckpointReader::read_array(const std::string& path, ArrayData* out, Scrat
     out->bytes.resize(static_cast<std::size_t>(out->numel()) * dtype_size(dtype));
     destination = out->bytes.data();
   }
-  std::uint32_t actual = 0;
+  // Format 2 stores xxh3_64, format 1 crc32: the attribute says which to compute.
+  const bool xxh3 = H5Aexists(dataset.get(), "xxh3_64") > 0;
+  if (!xxh3 && H5Aexists(dataset.get(), "crc32") <= 0)
+    throw CorruptCheckpoint(fmt::format("checkpoint '{}': array '{}' has no checksum", path_, path));
+  std::uint64_t actual = 0;
   try {
     ScratchBuffers none;
-    actual = read_checksummed(dataset.get(), memory_type(dtype), dims, dtype_size(dtype), destination,
-                              scratch != nullptr ? *scratch : none);
+    actual =
+        read_checksummed(dataset.get(), memory_type(dtype), dims, dtype_size(dtype), destination,
+                         scratch != nullptr ? *scratch : none, xxh3 ? ChecksumKind::Xxh3Blocks : ChecksumKind::Crc32);
   } catch (const Error& e) {
     throw UsageError(fmt::format("checkpoint '{}': array '{}' cannot be read: {}", path_, path, e.what()));
   }
-  std::uint32_t stored = 0;
-  H5Handle attribute(H5Aopen(dataset.get(), "crc32", H5P_DEFAULT));
-  if (!attribute || H5Aread(attribute.get(), H5T_NATIVE_UINT32, &stored) < 0)
+  std::uint64_t stored = 0;
+  H5Handle attribute(H5Aopen(dataset.get(), xxh3 ? "xxh3_64" : "crc32", H5P_DEFAULT));
+  if (!attribute || H5Aread(attribute.get(), H5T_NATIVE_UINT64, &stored) < 0)
     throw CorruptCheckpoint(fmt::format("checkpoint '{}': array '{}' has no checksum", path_, path));
   if (actual != stored)
-    throw CorruptCheckpoint(fmt::format("checkpoint '{}': array '{}' is corrupt (CRC-32 {:08x}, expected {:08x})",
-                                        path_, path, actual, stored));
+    throw CorruptCheckpoint(fmt::format("checkpoint '{}': array '{}' is corrupt ({} {:0{}x}, expected {:0{}x})", path_,
+                                        path, xxh3 ? "XXH3-64" : "CRC-32", actual, xxh3 ? 16 : 8, stored,
+                                        xxh3 ? 16 : 8));
 }
 
 void CheckpointReader::verify_all() const {

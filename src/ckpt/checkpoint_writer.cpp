@@ -1,8 +1,7 @@
-// Parallel-HDF5 writing of checkpoint arrays: each rank writes its slab of rows, with the CRC-32 of
-// each array combined across ranks.
+// Parallel-HDF5 writing of checkpoint arrays: each rank writes its slab of rows and hashes its share
+// of the array's checksum blocks; the block hashes are exchanged and every rank stores the checksum.
 #include <fmt/format.h>
 #include <hdf5.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,6 +10,7 @@
 
 #include "checkpoint_h5.hpp"
 #include "mnddp/check.hpp"
+#include "mnddp/ckpt/array_checksum.hpp"
 #include "mnddp/ckpt/checkpoint_file.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
@@ -42,6 +42,24 @@ Slab slab_of(const ArrayView& array, int rank, int size) {
   slab.offset = static_cast<std::size_t>(slab.first_row) * row_bytes;
   slab.bytes = static_cast<std::size_t>(slab.rows) * row_bytes;
   return slab;
+}
+
+// Rank r's share of an array's checksum blocks: [r*n/W, (r+1)*n/W). Any rank can hash any block, the
+// array being replicated; the split only spreads the work.
+std::pair<std::size_t, std::size_t> blocks_of(std::size_t blocks, int rank, int size) {
+  const auto r = static_cast<std::size_t>(rank), w = static_cast<std::size_t>(size);
+  return {blocks * r / w, blocks * (r + 1) / w};
+}
+
+std::vector<std::uint64_t> hash_blocks(const ArrayView& array, std::size_t array_bytes, std::size_t first,
+                                       std::size_t last) {
+  const auto* bytes = static_cast<const unsigned char*>(array.data);
+  std::vector<std::uint64_t> hashes;
+  for (std::size_t b = first; b < last; ++b) {
+    const std::size_t offset = b * kChecksumBlockBytes;
+    hashes.push_back(block_hash(bytes + offset, std::min(kChecksumBlockBytes, array_bytes - offset)));
+  }
+  return hashes;
 }
 
 }  // namespace
@@ -97,36 +115,49 @@ ParallelCheckpointWriter::~ParallelCheckpointWriter() {
 }
 
 void ParallelCheckpointWriter::write(const ArrayView& array) {
-  std::uint32_t slab_crc = 0;
-  const std::optional<Failure> failure = capture_failure([&] { slab_crc = write_array(array); });
-  // The array's CRC is combined from the ranks' slab CRCs (each rank checksums only what it wrote);
-  // the same exchange tells every rank whether any write failed (-1), which is then agreed.
-  std::vector<std::int64_t> slabs(static_cast<std::size_t>(impl_->size));
-  const std::int64_t mine = failure ? -1 : static_cast<std::int64_t>(slab_crc);
-  impl_->comm->allgather(&mine, slabs.data(), 1, DType::I64);
-  if (std::find(slabs.begin(), slabs.end(), -1) != slabs.end()) agree_on_failure(*impl_->comm, failure);
-  const std::uint32_t crc = combine_slab_checksums(array, slabs);
+  const std::size_t array_bytes = static_cast<std::size_t>(product(array.shape)) * dtype_size(array.dtype);
+  const std::size_t blocks = checksum_block_count(array_bytes);
+  const auto [first, last] = blocks_of(blocks, impl_->rank, impl_->size);
+  // This rank's blocks are hashed beside its write when there are several (a spare core hides it).
+  std::future<std::vector<std::uint64_t>> hashing;
+  std::vector<std::uint64_t> mine;
+  if (last - first >= 8) {
+    hashing = std::async(std::launch::async,
+                         [&, first = first, last = last] { return hash_blocks(array, array_bytes, first, last); });
+  } else {
+    mine = hash_blocks(array, array_bytes, first, last);
+  }
+  const std::optional<Failure> failure = capture_failure([&] { write_array(array); });
+  if (hashing.valid()) mine = hashing.get();
+  // One exchange gives every rank every block hash and tells it whether any write failed: each rank
+  // sends [failed, its hashes, padding] in a slot of the largest share's size.
+  const std::size_t slot =
+      1 + (blocks + static_cast<std::size_t>(impl_->size) - 1) / static_cast<std::size_t>(impl_->size);
+  std::vector<std::uint64_t> sent(slot, 0), gathered(slot * static_cast<std::size_t>(impl_->size));
+  sent[0] = failure ? 1 : 0;
+  std::copy(mine.begin(), mine.end(), sent.begin() + 1);
+  impl_->comm->allgather(sent.data(), gathered.data(), slot, DType::I64);
+  bool any_failed = false;
+  std::vector<std::uint64_t> hashes;
+  hashes.reserve(blocks);
+  for (int r = 0; r < impl_->size; ++r) {
+    const std::uint64_t* theirs = gathered.data() + static_cast<std::size_t>(r) * slot;
+    any_failed = any_failed || theirs[0] != 0;
+    const auto [their_first, their_last] = blocks_of(blocks, r, impl_->size);
+    hashes.insert(hashes.end(), theirs + 1, theirs + 1 + (their_last - their_first));
+  }
+  if (any_failed) agree_on_failure(*impl_->comm, failure);
+  const std::uint64_t checksum = checksum_of_blocks(hashes);
   agree_on_failure(*impl_->comm, capture_failure([&] {
     std::lock_guard lock(hdf5_mutex());
     H5Handle dataset(H5Dopen2(impl_->file.get(), array.path.c_str(), H5P_DEFAULT));
     MNDDP_H5_CHECK(dataset.get());
     write_string_attribute(dataset.get(), "dtype", dtype_name(array.dtype));
-    write_u32_attribute(dataset.get(), "crc32", crc);
+    write_u64_attribute(dataset.get(), "xxh3_64", checksum);
   }));
 }
 
-std::uint32_t ParallelCheckpointWriter::combine_slab_checksums(const ArrayView& array,
-                                                               const std::vector<std::int64_t>& slabs) const {
-  std::uint32_t crc = static_cast<std::uint32_t>(crc32_z(0L, Z_NULL, 0));
-  for (int r = 0; r < impl_->size; ++r) {
-    const Slab slab = slab_of(array, r, impl_->size);
-    crc = static_cast<std::uint32_t>(
-        crc32_combine(crc, static_cast<uLong>(slabs[static_cast<std::size_t>(r)]), static_cast<z_off_t>(slab.bytes)));
-  }
-  return crc;
-}
-
-std::uint32_t ParallelCheckpointWriter::write_array(const ArrayView& array) {
+void ParallelCheckpointWriter::write_array(const ArrayView& array) {
   std::lock_guard lock(hdf5_mutex());
   const int rank_count = static_cast<int>(array.shape.size());
   std::vector<hsize_t> dims(array.shape.begin(), array.shape.end());
@@ -153,12 +184,8 @@ std::uint32_t ParallelCheckpointWriter::write_array(const ArrayView& array) {
     MNDDP_H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr));
   }
   const char* from = static_cast<const char*>(array.data) + slab.offset;
-  // The checksum runs beside the write on a large slab (a spare core hides it), inline otherwise.
-  std::future<std::uint32_t> crc;
-  if (slab.bytes >= (8u << 20)) crc = std::async(std::launch::async, [=] { return checksum(from, slab.bytes); });
   const herr_t written = H5Dwrite(dataset.get(), memory_type(array.dtype), memory_space.get(), file_space.get(),
                                   impl_->transfer.get(), from);
-  const std::uint32_t slab_crc = crc.valid() ? crc.get() : checksum(from, slab.bytes);
   if (written < 0) {
     std::string reason = h5_take_error();
     // MPI-IO reports ENOSPC as a generic write failure; the free space tells the user what happened.
@@ -168,7 +195,6 @@ std::uint32_t ParallelCheckpointWriter::write_array(const ArrayView& array) {
       reason = fmt::format("no space left on the device ({:.1f} MB free)", static_cast<double>(space.available) / 1e6);
     throw Error(fmt::format("writing array '{}' to '{}' failed: {}", array.path, impl_->path, reason));
   }
-  return slab_crc;
 }
 
 void ParallelCheckpointWriter::set_attribute(const std::string& name, const std::string& value) {

@@ -126,4 +126,32 @@ else
 fi
 check "... and ends close to the uninterrupted 2-rank run (same samples, other summation order)" \
   "${COMPARE[@]}" "$(final resize)" "$(final resize-straight)" --tolerance 1e-4 --skip-rng
+
+# Format 1 (CRC-32 checksums; tests/fixtures, written by mnddp before format 2 with these options):
+# still resumed from, and the new checkpoint is format 2 with XXH3-64 checksums h5py can verify.
+"$MNDDP_DATA_BIN" synth --out "$WORK/v1data" --train-samples 64 --val-samples 16 --shards 1 --shape 1,4,4 \
+  --classes 3 >/dev/null
+cp "$MNDDP_SOURCE_DIR/tests/fixtures/checkpoint-v1-crc32.h5" "$WORK/v1.h5"
+run_mpi 2 120 --train-data "$WORK/v1data/train_*.h5" --val-data "" --num-classes 3 --model mlp --hidden 4 \
+  --layers 1 --optimizer adamw --batch-size 4 --max-steps 5 --resume "$WORK/v1.h5" --checkpoint-dir "$WORK/v2" \
+  --metrics-file ""
+CASES=$((CASES + 1))
+if [ "$RC" = 0 ] && grep -q "resumed from '.*v1.h5': step 3" <<<"$OUT"; then
+  pass "a format-1 checkpoint (CRC-32) resumes"
+else
+  fail "format 1 resume (rc $RC): $OUT $ERR"
+fi
+check "... and writes format 2, every XXH3-64 checksum verified by h5py + xxhash" "$MNDDP_PYTHON" - \
+  "$WORK/v2/step-00000005.h5" "$MNDDP_SOURCE_DIR/data_tools" <<'PY'
+import sys, h5py
+sys.path.insert(0, sys.argv[2])
+from load_checkpoint import verify_dataset
+with h5py.File(sys.argv[1], "r") as f:
+    arrays = []
+    f.visititems(lambda path, obj: arrays.append(obj) if isinstance(obj, h5py.Dataset) else None)
+    assert f.attrs["format_version"] in (b"2", "2"), f.attrs["format_version"]
+    bad = [a.name for a in arrays if "xxh3_64" not in a.attrs or not verify_dataset(a)]
+print(f"{len(arrays)} arrays verified" if not bad else f"bad: {bad}")
+sys.exit(1 if bad else 0)
+PY
 finish

@@ -129,7 +129,7 @@ raw = open(f"{work}/d/train_000.h5", "rb").read()
 open(f"{work}/bad/truncated.h5", "wb").write(raw[: len(raw) // 2])
 open(f"{work}/bad/text.h5", "w").write("not an HDF5 file\n")
 open(f"{work}/bad/notck.h5", "w").write("not a checkpoint\n")
-# A checkpoint whose first weight array no longer matches its CRC-32.
+# A checkpoint whose first weight array no longer matches its checksum.
 ckpt = f"{work}/ck/step-00000005.h5"
 with h5py.File(ckpt, "r") as f:
     offset = f["model/body.0.weight"].id.get_offset()
@@ -282,7 +282,7 @@ run_mpi 2 10 "${GOOD[@]}" --resume "$WORK/d/train_000.h5"
 refused "--resume file that is not a checkpoint" "train_000.h5' is not an mnddp checkpoint"
 
 run_mpi 2 10 "${GOOD[@]}" --resume "$BAD/corrupt_ckpt.h5"
-refused "--resume checkpoint with a bad CRC" "--resume: checkpoint" "array 'model/body.0.weight' is corrupt (CRC-32"
+refused "--resume checkpoint with a bad checksum" "--resume: checkpoint" "array 'model/body.0.weight' is corrupt (XXH3-64"
 
 run_mpi 2 10 "${GOOD[@]}" --resume "$WORK/ck"
 refused "--resume path that is a directory" "--resume: cannot open HDF5 file" "ck': it is a directory, not a file"
@@ -310,7 +310,7 @@ run_tool 10 "$MNDDP_BIN" export --checkpoint "$WORK/d/train_000.h5" --out "$WORK
 tool_refused "export of a data shard" "mnddp: error:" "train_000.h5': no model arrays in it"
 
 run_tool 10 "$MNDDP_BIN" export --checkpoint "$BAD/corrupt_ckpt.h5" --out "$WORK/model.pt"
-tool_refused "export of a corrupt checkpoint" "mnddp: error:" "is corrupt (CRC-32"
+tool_refused "export of a corrupt checkpoint" "mnddp: error:" "is corrupt (XXH3-64"
 CASES=$((CASES + 1))
 if [ -e "$WORK/model.pt" ]; then fail "a refused export left $WORK/model.pt"; else pass "refused exports wrote no model.pt"; fi
 

@@ -1,18 +1,20 @@
 // The parallel checkpoint writer on 2 and 3 ranks: every shape a model produces (scalars, empty
 // arrays, fewer rows than ranks, rows that do not divide evenly, arrays read back in several
-// pieces) comes back byte for byte, the stored CRC-32 (combined from the ranks' slabs) equals zlib's
-// CRC of the whole array, and one flipped byte on disk is reported as corruption.
+// pieces) comes back byte for byte, the stored XXH3-64 block checksum (its blocks hashed by
+// different ranks) equals that of the whole array in memory, and one flipped byte on disk is reported
+// as corruption. A format-1 checkpoint (CRC-32, tests/fixtures) is still read and verified.
 #include <gtest/gtest.h>
 #include <hdf5.h>
-#include <zlib.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <vector>
 
+#include "mnddp/ckpt/array_checksum.hpp"
 #include "mnddp/ckpt/checkpoint_file.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/error.hpp"
@@ -46,7 +48,9 @@ std::vector<Case> cases() {
       make("model/uneven", DType::I64, {7, 3}),   // 7 rows over 2 or 3 ranks
       make("model/flat", DType::BF16, {11}),
       make("model/bytes", DType::U8, {4, 3, 2}),
-      make("model/large", DType::F32, {9000, 1024}),  // 36 MB: read back in 16 MB pieces
+      make("model/two_blocks", DType::U8, {(1 << 20) + 7}),  // 2 checksum blocks: a rank with none on 3
+      make("model/three_blocks", DType::F32, {5, 131072}),   // 2.5 MiB: one block per rank on 3
+      make("model/large", DType::F32, {9000, 1024}),         // 36 MB: read back in 16 MB pieces
   };
 }
 
@@ -66,6 +70,23 @@ void write_cases(MpiComm& comm, const std::string& path, const std::vector<Case>
   for (const auto& c : all) writer.write({c.path, c.dtype, c.shape, c.bytes.data()});
   if (with_step) writer.set_attribute("step", "12");
   writer.close();
+}
+
+// Flips bit `mask` of the byte `at` bytes into array `name`'s data in the file at `path`.
+void flip_byte_of_array(const std::string& path, const std::string& name, std::size_t at, char mask) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t dataset = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  const haddr_t offset = H5Dget_offset(dataset);
+  H5Dclose(dataset);
+  H5Fclose(file);
+  ASSERT_NE(offset, HADDR_UNDEF);
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset + at));
+  char byte = 0;
+  f.read(&byte, 1);
+  byte = static_cast<char>(byte ^ mask);
+  f.seekp(static_cast<std::streamoff>(offset + at));
+  f.write(&byte, 1);
 }
 
 }  // namespace
@@ -91,15 +112,16 @@ TEST(CheckpointFile, EveryShapeRoundTripsWithWholeArrayChecksums) {
       EXPECT_EQ(std::memcmp(data.bytes.data(), c.bytes.data(), c.bytes.size()), 0);
     }
   }
-  // The stored attribute is the plain CRC-32 of the array (what h5py users check with zlib).
+  // The stored attribute is the array's checksum, whichever ranks hashed its blocks (what h5py users
+  // check with the xxhash wheel).
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(file, 0);
   for (const auto& c : all) {
     const hid_t dataset = H5Dopen2(file, c.path.c_str(), H5P_DEFAULT);
-    const hid_t attribute = H5Aopen(dataset, "crc32", H5P_DEFAULT);
-    std::uint32_t stored = 0;
-    H5Aread(attribute, H5T_NATIVE_UINT32, &stored);
-    EXPECT_EQ(stored, static_cast<std::uint32_t>(crc32_z(0, c.bytes.data(), c.bytes.size()))) << c.path;
+    const hid_t attribute = H5Aopen(dataset, "xxh3_64", H5P_DEFAULT);
+    std::uint64_t stored = 0;
+    H5Aread(attribute, H5T_NATIVE_UINT64, &stored);
+    EXPECT_EQ(stored, array_checksum(c.bytes.data(), c.bytes.size())) << c.path;
     H5Aclose(attribute);
     H5Dclose(dataset);
   }
@@ -115,21 +137,7 @@ TEST(CheckpointFile, AFlippedByteIsReportedAsCorruption) {
   comm.barrier();
   if (!comm.is_root()) return;
   // Flip one byte in the second piece of the large array (past the first 16 MB read).
-  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  const hid_t dataset = H5Dopen2(file, "model/large", H5P_DEFAULT);
-  const haddr_t offset = H5Dget_offset(dataset);
-  H5Dclose(dataset);
-  H5Fclose(file);
-  ASSERT_NE(offset, HADDR_UNDEF);
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(offset + (30u << 20)));
-    char byte = 0;
-    f.read(&byte, 1);
-    byte = static_cast<char>(byte ^ 0x40);
-    f.seekp(static_cast<std::streamoff>(offset + (30u << 20)));
-    f.write(&byte, 1);
-  }
+  flip_byte_of_array(path, "model/large", 30u << 20, 0x40);
   CheckpointReader reader(path);
   EXPECT_NO_THROW(reader.read("model/uneven"));
   try {
@@ -139,4 +147,28 @@ TEST(CheckpointFile, AFlippedByteIsReportedAsCorruption) {
     EXPECT_NE(std::string(e.what()).find("'model/large' is corrupt"), std::string::npos) << e.what();
   }
   EXPECT_THROW(reader.verify_all(), UsageError);
+}
+
+TEST(CheckpointFile, AFormat1CheckpointIsStillReadAndVerified) {
+  MpiComm comm;
+  if (!comm.is_root()) return;
+  // Written by mnddp before format 2 (2 ranks, an MLP with AdamW): CRC-32 per array.
+  const std::string fixture = std::string(MNDDP_TEST_FIXTURES) + "/checkpoint-v1-crc32.h5";
+  {
+    CheckpointReader reader(fixture);
+    EXPECT_EQ(reader.attribute("format_version"), "1");
+    EXPECT_NO_THROW(reader.verify_all());
+    EXPECT_EQ(reader.read("model/body.0.weight").shape, (std::vector<std::int64_t>{4, 16}));
+  }
+  testing_support::TempDir dir("mnddp-ckpt-v1");
+  const std::string copy = dir.file("v1.h5");
+  std::filesystem::copy_file(fixture, copy);
+  flip_byte_of_array(copy, "model/body.0.weight", 17, 0x5a);
+  CheckpointReader reader(copy);
+  try {
+    reader.read("model/body.0.weight");
+    FAIL() << "a changed byte in a format-1 array went unnoticed";
+  } catch (const CorruptCheckpoint& e) {
+    EXPECT_NE(std::string(e.what()).find("CRC-32"), std::string::npos) << e.what();
+  }
 }

@@ -1,6 +1,7 @@
 // The checkpoint file: named typed arrays and string attributes in one HDF5 file. Written with
 // parallel HDF5 (MPI-IO, collective metadata) where every rank writes a disjoint row range of every
-// array; read serially. Each array carries a CRC-32 of its bytes, checked on every read. Torch-free:
+// array; read serially. Each array carries a checksum of its bytes (XXH3-64 blocks; CRC-32 in format
+// 1 files), checked on every read. Torch-free:
 // the torch side (training_state.hpp) turns modules and optimizers into arrays.
 #pragma once
 
@@ -19,7 +20,8 @@
 
 namespace mnddp {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// 2: XXH3-64 block checksums (array_checksum.hpp); 1: CRC-32 (still read).
+inline constexpr int kCheckpointFormatVersion = 2;
 
 // The checkpoint itself is bad: a checksum mismatch or a broken structure (not HDF5, no header,
 // an array without its dtype or checksum). Only this may set a checkpoint aside for good; an error
@@ -45,7 +47,7 @@ struct ArrayData {
   std::int64_t numel() const;
 };
 
-std::uint32_t checksum(const void* data, std::size_t bytes);  // CRC-32 (zlib)
+std::uint32_t crc32_checksum(const void* data, std::size_t bytes);  // zlib's CRC-32: format 1
 
 class ParallelCheckpointWriter {
  public:
@@ -66,8 +68,7 @@ class ParallelCheckpointWriter {
   void close();
 
  private:
-  std::uint32_t write_array(const ArrayView& array);  // this rank's part, no agreement; its CRC-32
-  std::uint32_t combine_slab_checksums(const ArrayView& array, const std::vector<std::int64_t>& slabs) const;
+  void write_array(const ArrayView& array);  // this rank's rows, no agreement
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
