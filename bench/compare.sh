@@ -2,7 +2,8 @@
 # The paired benchmark suite of mnddp against PyTorch DDP (torchrun + DDP, gloo on CPU, NCCL on GPU):
 # the same models on the same HDF5 files, 1 and 2 ranks, alternating, median of the rounds; writes
 # the tables into docs/BENCHMARKS.md and the plot docs/compare.png. The work is done by
-# bench/compare.py (the method is in its METHOD text and in the doc); the peer is bench/torch_peer.py.
+# bench/compare.py (the report: bench/compare_report.py, whose method text the doc shows); the peer
+# is bench/torch_peer.py.
 # Usage: bench/compare.sh [--rounds N] [--models list] [--ranks "1 2"] [--quick] [--no-doc] [--help]
 # Smoke check (about a minute): bench/compare.sh --quick --models mlp-small --rounds 1 --no-doc
 set -euo pipefail
