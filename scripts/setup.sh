@@ -13,6 +13,7 @@ APT_PACKAGES=(
   libboost-program-options-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev zlib1g-dev libxxhash-dev python3-venv clang-format git
   slurm-wlm munge strace
+  time # GNU time: bench/compare.sh's peak RSS
 )
 
 missing=()
