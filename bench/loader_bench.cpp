@@ -8,6 +8,7 @@
 //   --orders LIST     shuffled,sequential (default both)
 //   --max-batches N   time only the first N batches of each epoch (0: all)
 //   --nonfinite P     the reader's non-finite input policy: error (default, as the trainer), warn, ignore
+//   --decode-threads N threads inflating compressed chunks (the trainer's --loader-threads; default 1)
 //   --cold            drop the page cache (needs root) before every timed pass; otherwise one untimed
 //                     raw pass first, so that every timed pass reads from the page cache.
 // Prints: case cache order epoch MB file_MB raw_MB/s ours_MB/s ratio (ratio = ours / raw MB/s).
@@ -69,6 +70,7 @@ struct Options {
   int rounds = 3;
   bool cold = false;
   std::int64_t max_batches = 0;
+  int decode_threads = 1;
   NonfinitePolicy nonfinite = NonfinitePolicy::Error;
   std::vector<bool> orders = {true, false};  // shuffled?
 };
@@ -120,7 +122,9 @@ void run_case(const Case& c, const Options& options, std::vector<char>& buffer) 
       sampling.seed = static_cast<std::uint64_t>(round + 1);
       const DistributedSampler sampler(sampling);
       // As the trainer: one reader for the run, opened before the first epoch.
-      H5Reader reader(c.index, H5ReaderOptions{options.nonfinite, kBatchSize});
+      H5ReaderOptions reading{options.nonfinite, kBatchSize};
+      reading.decode_threads = options.decode_threads;
+      H5Reader reader(c.index, reading);
       for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
         Timings& t = ours[o * 2 + static_cast<std::size_t>(epoch)];
         t.seconds.push_back(timed([&] { t.samples = loader_epoch(reader, sampler, epoch, options.max_batches); }));
@@ -158,6 +162,8 @@ int main(int argc, char** argv) try {
       options.orders.clear();
       if (list.find("shuffled") != std::string::npos) options.orders.push_back(true);
       if (list.find("sequential") != std::string::npos) options.orders.push_back(false);
+    } else if (arg == "--decode-threads" && has_value) {
+      options.decode_threads = std::max(1, std::atoi(argv[++a]));
     } else if (arg == "--nonfinite" && has_value) {
       options.nonfinite = parse_choice_or_throw<NonfinitePolicy>(argv[++a], "--nonfinite");
     } else if (arg == "--cold") {
@@ -169,7 +175,8 @@ int main(int argc, char** argv) try {
       cases.push_back(std::move(c));
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--rounds N] [--orders shuffled,sequential] [--max-batches N] [--nonfinite P] [--cold] "
+                   "usage: %s [--rounds N] [--orders shuffled,sequential] [--max-batches N] [--nonfinite P] "
+                   "[--decode-threads N] [--cold] "
                    "NAME=DIR ...\n",
                    argv[0]);
       return 1;

@@ -180,6 +180,10 @@ std::vector<OptionSpec> build_table() {
   t.add("drop-last", &C::drop_last, "drop the tail that does not fill a global batch; false pads it by wrapping around",
         Check<bool>{});
   t.add("prefetch-batches", &C::prefetch_batches, "batches the loader thread reads ahead", at_least(1));
+  t.add("loader-threads", &C::loader_threads,
+        "threads per rank that inflate gzip-compressed chunks, a batch's at once; 0: the rank's cores "
+        "(SLURM_CPUS_PER_TASK, else cores / ranks on the node) left after --threads, at least 1",
+        at_least(0));
   t.add("num-classes", &C::num_classes, "number of label classes (labels must be in [0, num-classes))", at_least(2));
 
   t.choice("partition", &C::partition,

@@ -122,7 +122,7 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
   on_all_then_agree(world, [&] { runtime.check_launch_environment(environment_from_process()); });
 
   Action action = Action::Train;
-  const TrainingConfig config = agree_on_config(world, args, action);
+  TrainingConfig config = agree_on_config(world, args, action);
   if (action != Action::Train) {
     if (rank.is_root()) {
       if (action == Action::Help) std::printf("%s", help_text().c_str());
@@ -139,6 +139,7 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
   const int threads = resolve_threads(config.threads, rank, environment_from_process());
   at::set_num_threads(threads);
   at::set_num_interop_threads(1);
+  config.loader_threads = resolve_loader_threads(config.loader_threads, threads, rank, environment_from_process());
 
   Trainer trainer(config, rank, world);
   log_rank_table(world, rank, trainer, threads);
@@ -216,8 +217,10 @@ int evaluate(Runtime& runtime, Watchdog& watchdog, std::vector<std::string> args
   watchdog.set_timeout(config.collective_timeout);
   set_debug_collectives(config.debug_collectives);
   if (config.deterministic) make_deterministic();
-  at::set_num_threads(resolve_threads(config.threads, rank, environment_from_process()));
+  const int threads = resolve_threads(config.threads, rank, environment_from_process());
+  at::set_num_threads(threads);
   at::set_num_interop_threads(1);
+  config.loader_threads = resolve_loader_threads(config.loader_threads, threads, rank, environment_from_process());
 
   const CheckpointEvaluation eval = evaluate_checkpoint(config, checkpoint, rank, world);
   if (rank.is_root()) {

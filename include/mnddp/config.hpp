@@ -28,6 +28,7 @@ struct TrainingConfig {
   bool shuffle = true;
   bool drop_last = true;
   int prefetch_batches = 4;
+  int loader_threads = 0;  // threads per rank inflating compressed chunks; 0: the rank's cores left after --threads
   int num_classes = 10;
   PartitionMode partition = PartitionMode::Sample;
   std::int64_t shuffle_buffer = 4096;                         // shard mode: samples shuffled together on each rank

@@ -57,16 +57,24 @@ DirectRows::DirectRows(int fd, std::string path, hid_t dataset, std::size_t row_
       rows_per_chunk_(rows_per_chunk),
       chunk_offsets_(chunks, kUnknown) {}
 
-std::unique_ptr<DirectRows> DirectRows::open(hid_t file, hid_t dataset, hid_t memory_type, const std::string& path) {
+std::optional<int> file_descriptor_for_raw_reads(hid_t file, hid_t dataset, hid_t memory_type) {
   // Chunk and dataset addresses count from HDF5's base address, which is 0 only without a user block.
   H5Handle fapl(H5Fget_access_plist(file));
   H5Handle fcpl(H5Fget_create_plist(file));
   hsize_t user_block = 1;
   if (!fapl || !fcpl || H5Pget_driver(fapl.get()) != H5FD_SEC2 || H5Pget_userblock(fcpl.get(), &user_block) < 0 ||
       user_block != 0)
-    return nullptr;
+    return std::nullopt;
   H5Handle file_type(H5Dget_type(dataset));
-  if (!file_type || H5Tequal(file_type.get(), memory_type) <= 0) return nullptr;  // conversion needed
+  if (!file_type || H5Tequal(file_type.get(), memory_type) <= 0) return std::nullopt;  // conversion needed
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(file, fapl.get(), &handle) < 0 || handle == nullptr) return std::nullopt;
+  return *static_cast<int*>(handle);
+}
+
+std::unique_ptr<DirectRows> DirectRows::open(hid_t file, hid_t dataset, hid_t memory_type, const std::string& path) {
+  const std::optional<int> fd = file_descriptor_for_raw_reads(file, dataset, memory_type);
+  if (!fd) return nullptr;
 
   H5Handle space(H5Dget_space(dataset));
   const int rank = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
@@ -84,9 +92,7 @@ std::unique_ptr<DirectRows> DirectRows::open(hid_t file, hid_t dataset, hid_t me
     if (H5Pget_external_count(dcpl.get()) != 0) return nullptr;  // the rows live in other files
     const haddr_t address = H5Dget_offset(dataset);
     if (address == HADDR_UNDEF) return nullptr;  // never written: HDF5 supplies the fill value
-    void* handle = nullptr;
-    if (H5Fget_vfd_handle(file, fapl.get(), &handle) < 0 || handle == nullptr) return nullptr;
-    std::unique_ptr<DirectRows> direct(new DirectRows(*static_cast<int*>(handle), path, dataset, row_bytes, rows, 1));
+    std::unique_ptr<DirectRows> direct(new DirectRows(*fd, path, dataset, row_bytes, rows, 1));
     direct->chunk_offsets_[0] = address;
     return direct;
   }
@@ -95,12 +101,9 @@ std::unique_ptr<DirectRows> DirectRows::open(hid_t file, hid_t dataset, hid_t me
   if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) != rank || chunk[0] == 0 ||
       !std::equal(dims.begin() + 1, dims.end(), chunk.begin() + 1))
     return nullptr;  // a row split across chunks
-  void* handle = nullptr;
-  if (H5Fget_vfd_handle(file, fapl.get(), &handle) < 0 || handle == nullptr) return nullptr;
   const auto rows_per_chunk = static_cast<std::int64_t>(chunk[0]);
   const auto chunks = static_cast<std::size_t>((rows + rows_per_chunk - 1) / rows_per_chunk);
-  return std::unique_ptr<DirectRows>(
-      new DirectRows(*static_cast<int*>(handle), path, dataset, row_bytes, rows_per_chunk, chunks));
+  return std::unique_ptr<DirectRows>(new DirectRows(*fd, path, dataset, row_bytes, rows_per_chunk, chunks));
 }
 
 std::optional<std::uint64_t> DirectRows::offset(std::int64_t row) {

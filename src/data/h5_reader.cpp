@@ -13,11 +13,15 @@
 #include <mutex>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
+#include "compressed_chunks.hpp"
+#include "decode_pool.hpp"
 #include "direct_rows.hpp"
 #include "h5_rows.hpp"
 #include "mnddp/data/h5_types.hpp"
+#include "mnddp/default_init_allocator.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
 
@@ -217,6 +221,8 @@ struct H5Reader::OpenShards {
     bool warned_nonfinite = false;
     std::vector<bool> finite;            // rows checked and found finite, not checked again in later epochs
     std::unique_ptr<DirectRows> direct;  // null: x is read through HDF5
+    // Gzip/shuffle chunks that H5Reader decodes itself (null: unfiltered, or HDF5's pipeline).
+    std::unique_ptr<CompressedChunks> compressed;
     // The shard's labels in y_stored_type, read whole on opening (label_numel values a sample):
     // per-row label reads through HDF5 would cost more than the rows themselves.
     std::vector<unsigned char> labels;
@@ -227,9 +233,100 @@ struct H5Reader::OpenShards {
   std::mutex mutex;
   std::vector<unsigned char> x_rows;  // scratch: distinct rows in file order, before conversion
 
+  // Decoded compressed chunks, (shard, chunk) -> bytes, least recently used evicted beyond
+  // `cache_chunks` (the chunks one batch of consecutive samples touches, at least 4): sequential
+  // reads decode each chunk once; a batch always keeps every chunk it needs while it copies.
+  using ChunkBytes = std::vector<unsigned char, DefaultInitAllocator<unsigned char>>;
+  struct DecodedChunk {
+    ChunkBytes bytes;
+    std::uint64_t used = 0;
+  };
+  std::unordered_map<std::uint64_t, DecodedChunk> decoded;
+  // Buffers of evicted chunks, reused: a fresh megabyte per chunk cost more in page faults than
+  // the inflate itself.
+  std::vector<ChunkBytes> spare;
+  std::uint64_t tick = 0;
+  std::size_t cache_chunks = 4;
+  std::unique_ptr<DecodePool> pool;  // made on the first compressed read
+
   // Opens shard `number` on first use and checks it still matches what the index says about it.
   void open(const ShardIndex& index, std::size_t number, std::int64_t batch_size);
+  // Makes every chunk holding one of `rows` (sorted) of shard `number` decoded and cached, the
+  // missing ones decoded together on the pool; false when one was never written (HDF5 reads those).
+  bool decode_chunks(std::size_t number, std::span<const std::int64_t> rows, const H5ReaderOptions& options);
+  // Row `row` of shard `number`, from a chunk decode_chunks() just made current.
+  const unsigned char* decoded_row(std::size_t number, std::int64_t row);
+  void evict_decoded();
+
+  static std::uint64_t key(std::size_t shard, std::size_t chunk) { return (std::uint64_t{shard} << 40) | chunk; }
 };
+
+bool H5Reader::OpenShards::decode_chunks(std::size_t number, std::span<const std::int64_t> rows,
+                                         const H5ReaderOptions& options) {
+  CompressedChunks& chunks = *shards[number].compressed;
+  std::vector<std::size_t> missing;
+  std::size_t last = SIZE_MAX;
+  ++tick;
+  for (const std::int64_t row : rows) {
+    const auto chunk = static_cast<std::size_t>(row / chunks.rows_per_chunk());
+    if (chunk == last) continue;
+    last = chunk;
+    if (!chunks.locate(chunk)) return false;
+    const auto found = decoded.find(key(number, chunk));
+    if (found != decoded.end())
+      found->second.used = tick;
+    else
+      missing.push_back(chunk);
+  }
+  if (missing.empty()) return true;
+  if (!pool) {
+    pool = std::make_unique<DecodePool>(std::max(1, options.decode_threads));
+    const std::size_t per_batch =
+        static_cast<std::size_t>(std::max<std::int64_t>(options.batch_size, 0) / chunks.rows_per_chunk()) + 1;
+    cache_chunks = std::clamp<std::size_t>(std::max<std::size_t>(4, per_batch), 1,
+                                           std::max<std::size_t>(4, (std::size_t{256} << 20) / chunks.chunk_bytes()));
+  }
+  std::vector<unsigned char*> targets;
+  for (const std::size_t chunk : missing) {
+    DecodedChunk& entry = decoded[key(number, chunk)];
+    if (!spare.empty()) {
+      entry.bytes = std::move(spare.back());
+      spare.pop_back();
+    }
+    entry.bytes.resize(chunks.chunk_bytes());
+    entry.used = tick;
+    targets.push_back(entry.bytes.data());
+  }
+  try {
+    pool->run(missing.size(), [&](std::size_t i, std::vector<unsigned char>& scratch) {
+      chunks.decode(missing[i], scratch, targets[i]);
+    });
+  } catch (...) {
+    for (const std::size_t chunk : missing) {  // none half-decoded stays
+      const auto entry = decoded.find(key(number, chunk));
+      spare.push_back(std::move(entry->second.bytes));
+      decoded.erase(entry);
+    }
+    throw;
+  }
+  return true;
+}
+
+const unsigned char* H5Reader::OpenShards::decoded_row(std::size_t number, std::int64_t row) {
+  const CompressedChunks& chunks = *shards[number].compressed;
+  const auto chunk = static_cast<std::size_t>(row / chunks.rows_per_chunk());
+  return decoded.at(key(number, chunk)).bytes.data() +
+         static_cast<std::size_t>(row % chunks.rows_per_chunk()) * chunks.row_bytes();
+}
+
+void H5Reader::OpenShards::evict_decoded() {
+  while (decoded.size() > cache_chunks) {
+    auto oldest = std::min_element(decoded.begin(), decoded.end(),
+                                   [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+    if (spare.size() < cache_chunks) spare.push_back(std::move(oldest->second.bytes));
+    decoded.erase(oldest);
+  }
+}
 
 void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number, std::int64_t batch_size) {
   const std::string& path = index.shards[number].path;
@@ -273,6 +370,8 @@ void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number, std
   H5Handle x_dcpl(H5Dget_create_plist(shard.x.get()));
   shard.x_chunked = x_dcpl && H5Pget_layout(x_dcpl.get()) == H5D_CHUNKED;
   shard.direct = DirectRows::open(shard.file.get(), shard.x.get(), shard.x_stored_type.get(), path);
+  if (!shard.direct)
+    shard.compressed = CompressedChunks::open(shard.file.get(), shard.x.get(), shard.x_stored_type.get(), path);
 
   if (!index.has_labels()) {
     shards[number] = std::move(shard);
@@ -412,7 +511,18 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
       for (std::size_t k = 0; checked_here && k < piece.size(); ++k)
         check(shard, path, rows[first + k], piece[k].destination);
     }
-    if (!direct) {
+    // Compressed chunks decoded here (a batch's chunks together on the decode pool), rows copied out.
+    bool placed = direct;
+    if (!placed && shard.compressed != nullptr && direct_allowed && open_->decode_chunks(number, rows, options_)) {
+      placed = true;
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        if (i > 0 && slots[i] == slots[i - 1]) continue;
+        unsigned char* target = in_place ? x_target(group[i]) : open_->x_rows.data() + slots[i] * row_bytes;
+        std::memcpy(target, open_->decoded_row(number, group[i].row), row_bytes);
+      }
+      open_->evict_decoded();
+    }
+    if (!placed) {
       open_->x_rows.resize(rows.size() * row_bytes);
       std::lock_guard h5_lock(hdf5_mutex());
       const hid_t memory_type = x_form == InputForm::Float ? shard.x_float_type.get() : shard.x_stored_type.get();
@@ -424,7 +534,7 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
     // Into request order: copies of repeated rows, or conversion from the scratch.
     for (std::size_t i = 0; i < group.size(); ++i) {
       unsigned char* target = x_target(group[i]);
-      if (direct && in_place) {
+      if (placed && in_place) {
         if (i > 0 && slots[i] == slots[i - 1]) std::memcpy(target, x_target(group[i - 1]), row_bytes);
       } else if (stored) {
         std::memcpy(target, open_->x_rows.data() + slots[i] * row_bytes, row_bytes);

@@ -29,6 +29,14 @@ DeviceChoice select_device(DeviceRequest requested, const RankInfo& rank) {
           fmt::format("cuda:{} of {} visible (CUDA_VISIBLE_DEVICES={})", index, visible, cvd ? cvd : "unset")};
 }
 
+int resolve_loader_threads(int requested, int torch_threads, const RankInfo& rank, const Environment& env) {
+  if (requested > 0) return requested;
+  int per_rank =
+      std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / std::max(1, rank.local_size));
+  if (auto n = env_int(env, "SLURM_CPUS_PER_TASK"); n && *n > 0) per_rank = static_cast<int>(*n);
+  return std::max(1, per_rank - torch_threads);
+}
+
 int resolve_threads(int requested, const RankInfo& rank, const Environment& env) {
   if (requested > 0) return requested;
   if (auto n = env_int(env, "SLURM_CPUS_PER_TASK"); n && *n > 0) return static_cast<int>(*n);

@@ -30,7 +30,11 @@ SamplerOptions sampler_options(const TrainingConfig& config, const ShardIndex& t
   return sampling;
 }
 
-H5ReaderOptions reader_options(const TrainingConfig& config) { return {config.nonfinite_inputs, config.batch_size}; }
+H5ReaderOptions reader_options(const TrainingConfig& config) {
+  H5ReaderOptions options{config.nonfinite_inputs, config.batch_size};
+  options.decode_threads = std::max(1, config.loader_threads);
+  return options;
+}
 
 LoaderOptions loader_options(const TrainingConfig& config) {
   LoaderOptions loading;

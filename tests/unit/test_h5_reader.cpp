@@ -356,3 +356,134 @@ TEST(ExpandDataPaths, ErrorsNameTheOptionAndTheValue) {
 
 }  // namespace
 }  // namespace mnddp
+
+namespace mnddp {
+namespace {
+
+// 50 rows of 3x4 values (row r, element j: r * 100 + j) in chunks of 7 rows (the last one an edge
+// chunk), with `filters` on; chunk 3 is written raw with deflate skipped (its filter mask set), as
+// H5Dwrite_chunk lets writers do.
+void write_filtered(const std::string& path, hid_t type, const std::function<void(hid_t)>& filters,
+                    bool raw_chunk = false) {
+  H5Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  const std::vector<hsize_t> dims = {50, 3, 4}, chunk = {7, 3, 4};
+  H5Handle space(H5Screate_simple(3, dims.data(), nullptr));
+  H5Handle props(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_chunk(props.get(), 3, chunk.data());
+  filters(props.get());
+  H5Handle x(H5Dcreate2(file.get(), "x", type, space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT));
+  std::vector<double> values(50 * 12);
+  for (std::size_t r = 0; r < 50; ++r)
+    for (std::size_t j = 0; j < 12; ++j) values[r * 12 + j] = static_cast<double>(r * 100 + j);
+  ASSERT_GE(H5Dwrite(x.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+  if (raw_chunk) {
+    // Chunk 3 (rows 21-27) stored shuffled but not deflated: filter 1 (deflate) skipped.
+    std::vector<float> rows(values.begin() + 21 * 12, values.begin() + 28 * 12);
+    std::vector<unsigned char> shuffled(rows.size() * 4);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(rows.data());
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      for (std::size_t b = 0; b < 4; ++b) shuffled[b * rows.size() + i] = bytes[i * 4 + b];
+    const hsize_t offset[3] = {21, 0, 0};
+    ASSERT_GE(H5Dwrite_chunk(x.get(), H5P_DEFAULT, /*filter_mask=*/0x2, offset, shuffled.size(), shuffled.data()), 0);
+  }
+  std::vector<std::int64_t> labels(50);
+  std::iota(labels.begin(), labels.end(), 0);
+  const hsize_t label_dims = 50;
+  H5Handle label_space(H5Screate_simple(1, &label_dims, nullptr));
+  H5Handle y(H5Dcreate2(file.get(), "y", H5T_STD_I64LE, label_space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  ASSERT_GE(H5Dwrite(y.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()), 0);
+}
+
+void expect_rows(H5Reader& reader, const std::vector<std::int64_t>& wanted, const char* what) {
+  std::vector<float> x(wanted.size() * 12);
+  std::vector<std::int64_t> y(wanted.size());
+  reader.read(wanted, x.data(), y.data());
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    ASSERT_EQ(y[i], wanted[i]) << what;
+    for (std::size_t j = 0; j < 12; ++j)
+      ASSERT_EQ(x[i * 12 + j], static_cast<float>(wanted[i] * 100 + static_cast<std::int64_t>(j)))
+          << what << ": sample " << wanted[i] << " element " << j;
+  }
+}
+
+TEST(Reader, GzipAndShuffleChunksDecodedOnAPoolInAnyOrder) {
+  TempDir dir("mnddp-reader");
+  const auto gzip_shuffle = [](hid_t p) {
+    H5Pset_shuffle(p);
+    H5Pset_deflate(p, 6);
+  };
+  const std::vector<std::pair<std::string, std::function<void(hid_t)>>> pipelines = {
+      {"gzip", [](hid_t p) { H5Pset_deflate(p, 1); }},
+      {"shuffle+gzip", gzip_shuffle},
+      {"shuffle", [](hid_t p) { H5Pset_shuffle(p); }},
+      {"gzip+fletcher32 (HDF5's pipeline)", [](hid_t p) {
+         H5Pset_deflate(p, 1);
+         H5Pset_fletcher32(p);
+       }}};
+  std::vector<std::int64_t> shuffled(50);
+  std::iota(shuffled.begin(), shuffled.end(), 0);
+  std::reverse(shuffled.begin() + 10, shuffled.end());
+  std::swap(shuffled[3], shuffled[40]);
+  shuffled.insert(shuffled.end(), {27, 27, 49, 0});  // duplicates, both ends
+  for (const auto& [name, filters] : pipelines) {
+    const std::string path = dir.file(name.substr(0, 4) + std::to_string(name.size()) + ".h5");
+    write_filtered(path, H5T_IEEE_F32LE, filters);
+    for (const int threads : {1, 3}) {
+      SCOPED_TRACE(name + ", " + std::to_string(threads) + " decode threads");
+      H5ReaderOptions options;
+      options.decode_threads = threads;
+      options.batch_size = 8;
+      H5Reader reader(scan_shards({path}, "x", "y"), options);
+      expect_rows(reader, shuffled, "shuffled");
+      for (std::int64_t first = 0; first < 50; first += 8) {  // sequential batches reuse cached chunks
+        std::vector<std::int64_t> batch;
+        for (std::int64_t i = first; i < std::min<std::int64_t>(50, first + 8); ++i) batch.push_back(i);
+        expect_rows(reader, batch, "sequential");
+      }
+    }
+  }
+  // A chunk whose filter mask skips deflate is read as stored (shuffled only).
+  write_filtered(dir.file("raw.h5"), H5T_IEEE_F32LE, gzip_shuffle, /*raw_chunk=*/true);
+  H5Reader reader(scan_shards({dir.file("raw.h5")}, "x", "y"));
+  expect_rows(reader, shuffled, "raw chunk");
+}
+
+TEST(Reader, ACorruptCompressedChunkNamesTheFileAndTheChunk) {
+  TempDir dir("mnddp-reader");
+  const std::string path = dir.file("bad.h5");
+  write_filtered(path, H5T_IEEE_F32LE, [](hid_t p) { H5Pset_deflate(p, 6); });
+  haddr_t address = HADDR_UNDEF;
+  {
+    H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    H5Handle x(H5Dopen2(file.get(), "x", H5P_DEFAULT));
+    const hsize_t at[3] = {14, 0, 0};  // chunk 2
+    unsigned mask = 0;
+    hsize_t size = 0;
+    ASSERT_GE(H5Dget_chunk_info_by_coord(x.get(), at, &mask, &address, &size), 0);
+  }
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(address + 2));
+    f.write("\xde\xad\xbe\xef", 4);
+  }
+  for (const int threads : {1, 3}) {
+    H5ReaderOptions options;
+    options.decode_threads = threads;
+    H5Reader reader(scan_shards({path}, "x", "y"), options);
+    std::vector<std::int64_t> wanted = {0, 7, 15, 30, 45};  // chunks 0, 1, 2, 4, 6
+    std::vector<float> x(wanted.size() * 12);
+    try {
+      reader.read(wanted, x.data(), nullptr);
+      FAIL() << "a corrupt chunk was read";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("chunk 2"), std::string::npos) << e.what();
+      // mnddp's decoder, not HDF5's pipeline, read it (this message is ours).
+      EXPECT_NE(std::string(e.what()).find("does not inflate"), std::string::npos) << e.what();
+    }
+    expect_rows(reader, {0, 8, 30, 49}, "the other chunks after the error");
+  }
+}
+
+}  // namespace
+}  // namespace mnddp

@@ -1,5 +1,6 @@
 // H5Reader: reads samples by global index from the shards of a ShardIndex. Indices are sorted per
-// shard; rows of unfiltered data are read straight from the file into place, others through HDF5 one
+// shard; rows of unfiltered data are read straight from the file into place, gzip/shuffle chunks are
+// read and decoded outside HDF5 on a pool of threads (and cached), others go through HDF5 one
 // run of consecutive rows at a time; inputs are converted to float32 (token ids to int64), labels to
 // int64 classes or float32 targets. Files stay open.
 #pragma once
@@ -23,6 +24,8 @@ struct H5ReaderOptions {
   std::int64_t batch_size = 0;
   // read_tokens(): ids must lie in [0, vocab_size); 0: only negative ids are refused.
   std::int64_t vocab_size = 0;
+  // Threads (the reading thread included) that inflate gzip/shuffle chunks, a batch's at once.
+  int decode_threads = 1;
 };
 
 class H5Reader {

@@ -26,5 +26,8 @@ DeviceChoice select_device(DeviceRequest requested, const RankInfo& rank);
 
 // --threads 0: SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS, else cores / ranks on this node.
 int resolve_threads(int requested, const RankInfo& rank, const Environment& env);
+// --loader-threads 0: the rank's cores (SLURM_CPUS_PER_TASK, else cores / ranks on this node) less
+// `torch_threads`, at least 1.
+int resolve_loader_threads(int requested, int torch_threads, const RankInfo& rank, const Environment& env);
 
 }  // namespace mnddp
