@@ -5,7 +5,8 @@
 // (every input checked for NaN/inf, --nonfinite-inputs error) and a later one (rows already checked
 // are not checked again). Usage: mnddp-bench-loader [options] NAME=DIR ...
 //   --rounds N        rounds (default 3)
-//   --orders LIST     shuffled,sequential (default both)
+//   --orders LIST     shuffled,sequential,chunk (default shuffled,sequential); chunk: --shuffle-unit chunk
+//                     with the trainer's default window (8 chunks)
 //   --max-batches N   time only the first N batches of each epoch (0: all)
 //   --nonfinite P     the reader's non-finite input policy: error (default, as the trainer), warn, ignore
 //   --decode-threads N threads inflating compressed chunks (the trainer's --loader-threads; default 1)
@@ -66,13 +67,20 @@ double raw_read(const std::vector<std::string>& paths, std::vector<char>& buffer
   return bytes;
 }
 
+enum class Order { Shuffled, Sequential, Chunk };
+constexpr std::int64_t kShuffleWindow = 8;  // --shuffle-window's default
+
+const char* order_name(Order order) {
+  return order == Order::Shuffled ? "shuffled" : order == Order::Sequential ? "sequential" : "chunk";
+}
+
 struct Options {
   int rounds = 3;
   bool cold = false;
   std::int64_t max_batches = 0;
   int decode_threads = 1;
   NonfinitePolicy nonfinite = NonfinitePolicy::Error;
-  std::vector<bool> orders = {true, false};  // shuffled?
+  std::vector<Order> orders = {Order::Shuffled, Order::Sequential};
 };
 
 // Samples delivered by one epoch of `sampler` through a Loader on `reader`.
@@ -118,11 +126,17 @@ void run_case(const Case& c, const Options& options, std::vector<char>& buffer) 
       SamplerOptions sampling;
       sampling.num_samples = c.index.num_samples();
       sampling.batch_size = kBatchSize;
-      sampling.shuffle = options.orders[o];
+      sampling.shuffle = options.orders[o] != Order::Sequential;
       sampling.seed = static_cast<std::uint64_t>(round + 1);
+      H5ReaderOptions reading{options.nonfinite, kBatchSize};
+      if (options.orders[o] == Order::Chunk) {  // as sampler_options() and reader_options() set it up
+        sampling.mode = PartitionMode::Shard;
+        sampling.shard_sizes = c.index.chunk_sizes(kBatchSize);
+        sampling.window_shards = kShuffleWindow;
+        reading.min_cached_chunks = 2 * kShuffleWindow;
+      }
       const DistributedSampler sampler(sampling);
       // As the trainer: one reader for the run, opened before the first epoch.
-      H5ReaderOptions reading{options.nonfinite, kBatchSize};
       reading.decode_threads = options.decode_threads;
       H5Reader reader(c.index, reading);
       for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
@@ -139,8 +153,8 @@ void run_case(const Case& c, const Options& options, std::vector<char>& buffer) 
       const double mb = static_cast<double>(t.samples) * sample_bytes / 1e6;
       const double ours_mbps = mb / median(t.seconds);
       std::printf("%-15s %-5s %-10s %-5s %8.0f %8.0f %10.0f %10.0f %7.2f\n", c.name.c_str(),
-                  options.cold ? "cold" : "warm", options.orders[o] ? "shuffled" : "sequential",
-                  epoch == 0 ? "first" : "later", mb, c.file_bytes / 1e6, raw_mbps, ours_mbps, ours_mbps / raw_mbps);
+                  options.cold ? "cold" : "warm", order_name(options.orders[o]), epoch == 0 ? "first" : "later", mb,
+                  c.file_bytes / 1e6, raw_mbps, ours_mbps, ours_mbps / raw_mbps);
     }
   std::fflush(stdout);
 }
@@ -160,8 +174,9 @@ int main(int argc, char** argv) try {
     } else if (arg == "--orders" && has_value) {
       const std::string list = argv[++a];
       options.orders.clear();
-      if (list.find("shuffled") != std::string::npos) options.orders.push_back(true);
-      if (list.find("sequential") != std::string::npos) options.orders.push_back(false);
+      if (list.find("shuffled") != std::string::npos) options.orders.push_back(Order::Shuffled);
+      if (list.find("sequential") != std::string::npos) options.orders.push_back(Order::Sequential);
+      if (list.find("chunk") != std::string::npos) options.orders.push_back(Order::Chunk);
     } else if (arg == "--decode-threads" && has_value) {
       options.decode_threads = std::max(1, std::atoi(argv[++a]));
     } else if (arg == "--nonfinite" && has_value) {

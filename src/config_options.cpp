@@ -190,6 +190,12 @@ std::vector<OptionSpec> build_table() {
            "sample: one global shuffle, any rank reads any file; shard: whole files per rank (locality at scale)");
   t.add("shuffle-buffer", &C::shuffle_buffer, "shard partition: samples shuffled together on each rank",
         at_least<std::int64_t>(1));
+  t.choice("shuffle-unit", &C::shuffle_unit,
+           "sample: every epoch a full shuffle of the samples; chunk (for compressed shards): the HDF5 chunks are "
+           "shuffled and dealt to ranks, and each rank shuffles the samples of --shuffle-window chunks at a time, "
+           "so each chunk is inflated once per epoch (docs/DATA.md)");
+  t.add("shuffle-window", &C::shuffle_window, "--shuffle-unit chunk: chunks whose samples each rank shuffles together",
+        at_least<std::int64_t>(1));
   t.choice("nonfinite-inputs", &C::nonfinite_inputs, "NaN or Inf in float inputs: stop with an error, warn, or ignore");
   t.add("scale-uint8", &C::scale_uint8, "divide uint8 inputs by 255", Check<bool>{});
   t.add("feature-stats", &C::feature_stats,

@@ -140,6 +140,7 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
   at::set_num_threads(threads);
   at::set_num_interop_threads(1);
   config.loader_threads = resolve_loader_threads(config.loader_threads, threads, rank, environment_from_process());
+  set_channel_spin(spare_core_per_rank(threads, rank));
 
   Trainer trainer(config, rank, world);
   log_rank_table(world, rank, trainer, threads);
@@ -221,6 +222,7 @@ int evaluate(Runtime& runtime, Watchdog& watchdog, std::vector<std::string> args
   at::set_num_threads(threads);
   at::set_num_interop_threads(1);
   config.loader_threads = resolve_loader_threads(config.loader_threads, threads, rank, environment_from_process());
+  set_channel_spin(spare_core_per_rank(threads, rank));
 
   const CheckpointEvaluation eval = evaluate_checkpoint(config, checkpoint, rank, world);
   if (rank.is_root()) {

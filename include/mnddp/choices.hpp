@@ -15,6 +15,7 @@ namespace mnddp {
 
 enum class Amp { Off, BF16, FP16 };                        // --amp: autocast precision of the forward pass
 enum class PartitionMode { Sample, Shard };                // --partition: how samples are dealt to ranks
+enum class ShuffleUnit { Sample, Chunk };                  // --shuffle-unit: what the epoch shuffle permutes
 enum class NonfinitePolicy { Error, Warn, Ignore };        // --nonfinite-inputs: NaN/Inf in float inputs
 enum class NonfiniteGradients { Abort, Skip };             // --on-nonfinite: NaN/Inf in the gradients
 enum class GradCompression { None, BF16, FP16 };           // --grad-compression: all-reduce precision
@@ -50,6 +51,10 @@ struct ChoiceNames<Amp> {
 template <>
 struct ChoiceNames<PartitionMode> {
   static constexpr std::array table{named(PartitionMode::Sample, "sample"), named(PartitionMode::Shard, "shard")};
+};
+template <>
+struct ChoiceNames<ShuffleUnit> {
+  static constexpr std::array table{named(ShuffleUnit::Sample, "sample"), named(ShuffleUnit::Chunk, "chunk")};
 };
 template <>
 struct ChoiceNames<NonfinitePolicy> {

@@ -32,6 +32,8 @@ struct TrainingConfig {
   int num_classes = 10;
   PartitionMode partition = PartitionMode::Sample;
   std::int64_t shuffle_buffer = 4096;                         // shard mode: samples shuffled together on each rank
+  ShuffleUnit shuffle_unit = ShuffleUnit::Sample;             // chunk: chunks dealt to ranks, shuffled in windows
+  std::int64_t shuffle_window = 8;                            // --shuffle-unit chunk: chunks shuffled together
   NonfinitePolicy nonfinite_inputs = NonfinitePolicy::Error;  // NaN/Inf in float inputs
   bool scale_uint8 = true;                                    // uint8 inputs are divided by 255
   std::string feature_stats;  // mnddp-data stats file: per-feature normalisation; empty: off

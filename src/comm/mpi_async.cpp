@@ -16,12 +16,16 @@ namespace mnddp::mpi_detail {
 using Clock = std::chrono::steady_clock;
 
 // Both sides of a hand-off poll for this long before sleeping on a condition variable: a futex
-// wake-up costs tens of microseconds, which is visible next to a 1 ms all-reduce.
+// wake-up costs tens of microseconds, which is visible next to a 1 ms all-reduce. Only where the
+// node has a core for each channel thread (set_channel_spin): on a node whose cores the compute
+// threads already fill, a polling thread takes its time from another rank's backward pass.
 constexpr auto kSpin = std::chrono::microseconds(200);
+std::atomic<bool> g_spin{true};
 
 // Polls `ready` (with yields) for up to kSpin; true as soon as it holds.
 template <typename Ready>
 bool spin_until(Ready&& ready) {
+  if (!g_spin.load(std::memory_order_relaxed)) return ready();
   const auto deadline = Clock::now() + kSpin;
   do {
     if (ready()) return true;
@@ -170,3 +174,9 @@ void AsyncChannel::run() {
 }
 
 }  // namespace mnddp::mpi_detail
+
+namespace mnddp {
+
+void set_channel_spin(bool on) { mpi_detail::g_spin.store(on); }
+
+}  // namespace mnddp

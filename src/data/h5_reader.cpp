@@ -283,8 +283,11 @@ bool H5Reader::OpenShards::decode_chunks(std::size_t number, std::span<const std
     pool = std::make_unique<DecodePool>(std::max(1, options.decode_threads));
     const std::size_t per_batch =
         static_cast<std::size_t>(std::max<std::int64_t>(options.batch_size, 0) / chunks.rows_per_chunk()) + 1;
-    cache_chunks = std::clamp<std::size_t>(std::max<std::size_t>(4, per_batch), 1,
-                                           std::max<std::size_t>(4, (std::size_t{256} << 20) / chunks.chunk_bytes()));
+    // The chunks one batch of consecutive samples touches (at least 4), plus the floor asked for,
+    // within 256 MiB unless the floor itself needs more.
+    const std::size_t floor = static_cast<std::size_t>(std::max<std::int64_t>(0, options.min_cached_chunks));
+    const std::size_t budget = std::max(floor, (std::size_t{256} << 20) / chunks.chunk_bytes());
+    cache_chunks = std::min(std::max<std::size_t>(4, floor + per_batch), budget);
   }
   std::vector<unsigned char*> targets;
   for (const std::size_t chunk : missing) {

@@ -155,27 +155,42 @@ std::vector<std::int64_t> DistributedSampler::shard_mode_indices(std::int64_t ep
   std::mt19937_64 rng(detail::mix_seed(
       detail::mix_seed(detail::mix_seed(o.seed, kShuffleBufferStream), static_cast<std::uint64_t>(epoch)),
       static_cast<std::uint64_t>(o.rank)));
-  // A streaming shuffle buffer, as a reader of large files would run it: samples enter in file
-  // order, and each one entering evicts a uniformly chosen one. Reads stay within a window of
-  // shuffle_buffer samples of each file.
-  std::vector<std::int64_t> buffer;
-  if (buffered) buffer.reserve(static_cast<std::size_t>(o.shuffle_buffer));
-  for (const std::size_t shard : shards) {
-    const std::int64_t first = shard_first_[shard];
-    for (std::int64_t i = first; i < first + o.shard_sizes[shard]; ++i) {
-      if (!buffered) {
-        order.push_back(i);
-      } else if (static_cast<std::int64_t>(buffer.size()) < o.shuffle_buffer) {
-        buffer.push_back(i);
-      } else {
-        auto& slot = buffer[static_cast<std::size_t>(detail::bounded_random(rng, buffer.size()))];
-        order.push_back(slot);
-        slot = i;
+  if (o.window_shards > 0) {
+    // Windows of shards, each shuffled whole: a shard's samples never leave its window.
+    const auto per_window = static_cast<std::size_t>(o.window_shards);
+    for (std::size_t first = 0; first < shards.size(); first += per_window) {
+      const std::size_t begin = order.size();
+      for (std::size_t k = first; k < std::min(shards.size(), first + per_window); ++k)
+        for (std::int64_t i = 0; i < o.shard_sizes[shards[k]]; ++i) order.push_back(shard_first_[shards[k]] + i);
+      if (o.shuffle) {
+        std::vector<std::int64_t> window(order.begin() + static_cast<std::ptrdiff_t>(begin), order.end());
+        portable_shuffle(window, rng);
+        std::copy(window.begin(), window.end(), order.begin() + static_cast<std::ptrdiff_t>(begin));
       }
     }
+  } else {
+    // A streaming shuffle buffer, as a reader of large files would run it: samples enter in file
+    // order, and each one entering evicts a uniformly chosen one. Reads stay within a window of
+    // shuffle_buffer samples of each file.
+    std::vector<std::int64_t> buffer;
+    if (buffered) buffer.reserve(static_cast<std::size_t>(o.shuffle_buffer));
+    for (const std::size_t shard : shards) {
+      const std::int64_t first = shard_first_[shard];
+      for (std::int64_t i = first; i < first + o.shard_sizes[shard]; ++i) {
+        if (!buffered) {
+          order.push_back(i);
+        } else if (static_cast<std::int64_t>(buffer.size()) < o.shuffle_buffer) {
+          buffer.push_back(i);
+        } else {
+          auto& slot = buffer[static_cast<std::size_t>(detail::bounded_random(rng, buffer.size()))];
+          order.push_back(slot);
+          slot = i;
+        }
+      }
+    }
+    portable_shuffle(buffer, rng);
+    order.insert(order.end(), buffer.begin(), buffer.end());
   }
-  portable_shuffle(buffer, rng);
-  order.insert(order.end(), buffer.begin(), buffer.end());
 
   // Equal step counts: cut to the common batch count (drop_last) or wrap around this rank's own
   // order up to it (padding).
@@ -232,6 +247,7 @@ std::uint64_t DistributedSampler::fingerprint() const {
   add(o.drop_last ? 1 : 0);
   if (o.mode == PartitionMode::Shard) {
     add(static_cast<std::uint64_t>(o.shuffle_buffer));
+    add(static_cast<std::uint64_t>(o.window_shards));
     for (const auto size : o.shard_sizes) add(static_cast<std::uint64_t>(size));
   }
   return hash;

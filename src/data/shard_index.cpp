@@ -119,6 +119,7 @@ struct ShardMeta {
   std::vector<std::int64_t> label_shape;
   std::int64_t label_min = 0;
   std::int64_t label_max = 0;
+  std::int64_t chunk_rows = 0;
 };
 
 std::int64_t product(const std::vector<std::int64_t>& shape) {
@@ -173,6 +174,12 @@ ShardMeta scan_one(const std::string& path, const std::string& x_name, const std
                     "float16/32/64",
                     path, x_name, h5_type_name(x_type.get())));
   meta.x_type = *type;
+  H5Handle x_dcpl(H5Dget_create_plist(x.get()));
+  if (x_dcpl && H5Pget_layout(x_dcpl.get()) == H5D_CHUNKED) {
+    std::vector<hsize_t> chunk(meta.x_shape.size());
+    if (H5Pget_chunk(x_dcpl.get(), static_cast<int>(chunk.size()), chunk.data()) > 0)
+      meta.chunk_rows = static_cast<std::int64_t>(chunk[0]);
+  }
   if (meta.x_shape[0] == 0 || kind == LabelKind::None) return meta;  // empty: skipped by the caller
   scan_labels(file.get(), path, x_name, y_name, kind, meta);
   return meta;
@@ -269,13 +276,24 @@ std::pair<std::size_t, std::int64_t> ShardIndex::locate(std::int64_t global_inde
   throw Error(fmt::format("sample index {} is outside the data's {} samples", global_index, num_samples()));
 }
 
+std::vector<std::int64_t> ShardIndex::chunk_sizes(std::int64_t unchunked_rows) const {
+  std::vector<std::int64_t> sizes;
+  for (const auto& shard : shards) {
+    const std::int64_t rows = std::max<std::int64_t>(1, shard.chunk_rows > 0 ? shard.chunk_rows : unchunked_rows);
+    for (std::int64_t first = 0; first < shard.num_samples; first += rows)
+      sizes.push_back(std::min(rows, shard.num_samples - first));
+  }
+  return sizes;
+}
+
 std::string ShardIndex::serialize() const {
   nlohmann::json shard_list = nlohmann::json::array();
   for (const auto& shard : shards)
     shard_list.push_back({{"path", shard.path},
                           {"num_samples", shard.num_samples},
                           {"label_min", shard.label_min},
-                          {"label_max", shard.label_max}});
+                          {"label_max", shard.label_max},
+                          {"chunk_rows", shard.chunk_rows}});
   const nlohmann::json doc = {{"format", kIndexFormat},
                               {"x_name", x_name},
                               {"y_name", y_name},
@@ -300,7 +318,8 @@ ShardIndex ShardIndex::deserialize(const std::string& text) {
     index.label_shape = doc.at("label_shape").get<std::vector<std::int64_t>>();
     for (const auto& shard : doc.at("shards"))
       index.shards.push_back({shard.at("path").get<std::string>(), shard.at("num_samples").get<std::int64_t>(),
-                              shard.at("label_min").get<std::int64_t>(), shard.at("label_max").get<std::int64_t>()});
+                              shard.at("label_min").get<std::int64_t>(), shard.at("label_max").get<std::int64_t>(),
+                              shard.at("chunk_rows").get<std::int64_t>()});
     return index;
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("malformed shard index: {}", e.what()));
@@ -339,7 +358,7 @@ ShardIndex scan_shards(const std::vector<std::string>& paths, const std::string&
       throw UsageError(fmt::format("shards disagree on '{}': '{}' has {} but '{}' has {}", y_name,
                                    index.shards.front().path, label_description(index.label_type, index.label_shape),
                                    paths[i], label_description(meta.label_type, meta.label_shape)));
-    index.shards.push_back({paths[i], meta.x_shape[0], meta.label_min, meta.label_max});
+    index.shards.push_back({paths[i], meta.x_shape[0], meta.label_min, meta.label_max, meta.chunk_rows});
   }
   if (index.shards.empty())
     throw UsageError(fmt::format(

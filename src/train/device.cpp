@@ -37,6 +37,11 @@ int resolve_loader_threads(int requested, int torch_threads, const RankInfo& ran
   return std::max(1, per_rank - torch_threads);
 }
 
+bool spare_core_per_rank(int torch_threads, const RankInfo& rank) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return cores >= std::max(1, rank.local_size) * (torch_threads + 1);
+}
+
 int resolve_threads(int requested, const RankInfo& rank, const Environment& env) {
   if (requested > 0) return requested;
   if (auto n = env_int(env, "SLURM_CPUS_PER_TASK"); n && *n > 0) return static_cast<int>(*n);

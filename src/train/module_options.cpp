@@ -27,12 +27,27 @@ SamplerOptions sampler_options(const TrainingConfig& config, const ShardIndex& t
   sampling.mode = config.partition;
   sampling.shard_sizes = train.shard_sizes();
   sampling.shuffle_buffer = config.shuffle_buffer;
+  if (config.shuffle_unit == ShuffleUnit::Chunk) {
+    // The chunks play the files of shard mode: dealt to ranks by an epoch-seeded permutation, each
+    // rank shuffling the samples of --shuffle-window of its chunks at a time. Unchunked shards count
+    // as chunks of one batch.
+    if (config.partition == PartitionMode::Shard)
+      throw UsageError(
+          "--shuffle-unit chunk: --partition shard already reads whole files in order on each rank; use "
+          "--shuffle-buffer there, or --partition sample with --shuffle-unit chunk");
+    sampling.mode = PartitionMode::Shard;
+    sampling.shard_sizes = train.chunk_sizes(config.batch_size);
+    sampling.window_shards = config.shuffle_window;
+  }
   return sampling;
 }
 
 H5ReaderOptions reader_options(const TrainingConfig& config) {
   H5ReaderOptions options{config.nonfinite_inputs, config.batch_size};
   options.decode_threads = std::max(1, config.loader_threads);
+  // Two windows' chunks stay decoded (a batch may end one window and start the next), besides the
+  // chunks of one batch.
+  if (config.shuffle_unit == ShuffleUnit::Chunk) options.min_cached_chunks = 2 * config.shuffle_window;
   return options;
 }
 
@@ -116,12 +131,16 @@ StepPlan plan_steps(const TrainingConfig& config, std::int64_t batches_per_epoch
 
 void check_resume_fits(const TrainingConfig& config, const TrainingPosition& position, const RankInfo& rank,
                        const std::string& path) {
-  if (config.partition == PartitionMode::Shard && position.world_size != rank.world_size)
-    throw UsageError(
-        fmt::format("--resume '{}': written by {} ranks, resumed by {}; --partition shard assigns files "
-                    "by world size, so its order cannot continue (use the same number of ranks, or "
-                    "--partition sample)",
-                    path, position.world_size, rank.world_size));
+  // Both deal their units (files, chunks) to ranks by world size: the order cannot continue on another.
+  const char* dealt_by_world_size = config.partition == PartitionMode::Shard    ? "--partition shard assigns files"
+                                    : config.shuffle_unit == ShuffleUnit::Chunk ? "--shuffle-unit chunk deals chunks"
+                                                                                : nullptr;
+  if (dealt_by_world_size != nullptr && position.world_size != rank.world_size)
+    throw UsageError(fmt::format(
+        "--resume '{}': written by {} ranks, resumed by {}; {} by world size, so its order cannot continue (use the "
+        "same number of ranks, or {})",
+        path, position.world_size, rank.world_size, dealt_by_world_size,
+        config.partition == PartitionMode::Shard ? "--partition sample" : "--shuffle-unit sample"));
   const std::int64_t global_batch = rank.world_size * config.batch_size;
   if (position.world_size * position.batch_size != global_batch)
     spdlog::warn(

@@ -1,7 +1,7 @@
 # The data options end to end, on 2 ranks: --partition shard trains to accuracy; uint8 inputs
 # (scaled by 1/255) and --feature-stats normalisation train to accuracy; NaN inputs stop the run with
-# a message naming the file unless --nonfinite-inputs warn; shard mode refuses a resume on another
-# world size.
+# a message naming the file unless --nonfinite-inputs warn; gzip shards with --shuffle-unit chunk
+# train to accuracy; shard mode and --shuffle-unit chunk refuse a resume on another world size.
 source "$(dirname "$0")/lib.sh"
 : "${MNDDP_PYTHON:?}"
 
@@ -22,6 +22,18 @@ accuracy_at_least() {  # accuracy_at_least NAME THRESHOLD
 
 run_mpi 2 120 --train-data "$WORK/d/train_*.h5" "${COMMON[@]}" --partition shard --shuffle-buffer 256
 accuracy_at_least "--partition shard" 0.9
+
+# Gzip+shuffle shards (mnddp-data reshard), decoded by mnddp on 2 threads, shuffled by chunk.
+"$MNDDP_DATA_BIN" reshard "$WORK/d/train_*.h5" --out "$WORK/gz" --shards 4 --shuffle --compression gzip >/dev/null
+run_mpi 2 120 --train-data "$WORK/gz/shard_*.h5" "${COMMON[@]}" --shuffle-unit chunk --shuffle-window 4 \
+  --loader-threads 2
+accuracy_at_least "gzip shards, --shuffle-unit chunk" 0.9
+run_mpi 2 120 --train-data "$WORK/gz/shard_*.h5" "${COMMON[@]}" --shuffle-unit chunk --checkpoint-dir "$WORK/ckc" \
+  --steps-per-run 10
+run_mpi 1 30 --train-data "$WORK/gz/shard_*.h5" "${COMMON[@]}" --batch-size 64 --shuffle-unit chunk \
+  --checkpoint-dir "$WORK/ckc"
+expect_usage_error "--shuffle-unit chunk refuses a resume on another world size" "--shuffle-unit chunk" \
+  "written by 2 ranks"
 
 "$MNDDP_DATA_BIN" stats "$WORK/d/train_*.h5" --out "$WORK/stats.json" >/dev/null
 run_mpi 2 120 --train-data "$WORK/d/train_*.h5" "${COMMON[@]}" --feature-stats "$WORK/stats.json"

@@ -298,7 +298,7 @@ TEST(ScanShards, TruncatedFileIsAUsageErrorNamingTheFile) {
 
 TEST(ShardIndex, SerializeRoundTrips) {
   ShardIndex index;
-  index.shards = {{"/data/a b.h5", 10, -2, 7}, {"/data/\"quoted\".h5", 3, 0, 1}};
+  index.shards = {{"/data/a b.h5", 10, -2, 7, 4}, {"/data/\"quoted\".h5", 3, 0, 1, 0}};
   index.sample_shape = {3, 32, 32};
   index.sample_type = SampleType::U8;
   index.x_name = "images";
@@ -309,6 +309,10 @@ TEST(ShardIndex, SerializeRoundTrips) {
   EXPECT_EQ(copy.shards[0].num_samples, 10);
   EXPECT_EQ(copy.shards[0].label_min, -2);
   EXPECT_EQ(copy.shards[0].label_max, 7);
+  EXPECT_EQ(copy.shards[0].chunk_rows, 4);
+  // --shuffle-unit chunk's units: 10 rows in chunks of 4 (an edge chunk of 2), an unchunked shard
+  // in pieces of the given size.
+  EXPECT_EQ(copy.chunk_sizes(2), (std::vector<std::int64_t>{4, 4, 2, 2, 1}));
   EXPECT_TRUE(copy.has_class_labels());
   EXPECT_EQ(copy.sample_shape, index.sample_shape);
   EXPECT_EQ(copy.sample_type, SampleType::U8);

@@ -21,6 +21,10 @@ class AsyncChannel;
 
 MPI_Datatype to_mpi(DType dtype);
 
+// Whether the MPI channels' threads and their waiters poll for 200 us before sleeping (default on).
+// Off where the node's cores are all taken by compute threads (main.cpp decides).
+void set_channel_spin(bool on);
+
 class MpiComm final : public Communicator {
  public:
   // `name` labels its channels for the watchdog ("mpi" and "mpi-async"; "checkpoint" for the

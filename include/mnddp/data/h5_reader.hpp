@@ -26,6 +26,8 @@ struct H5ReaderOptions {
   std::int64_t vocab_size = 0;
   // Threads (the reading thread included) that inflate gzip/shuffle chunks, a batch's at once.
   int decode_threads = 1;
+  // Decoded chunks kept besides the chunks one batch touches: --shuffle-unit chunk's windows.
+  std::int64_t min_cached_chunks = 0;
 };
 
 class H5Reader {

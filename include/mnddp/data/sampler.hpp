@@ -32,6 +32,10 @@ struct SamplerOptions {
   std::vector<std::int64_t> shard_sizes;
   // Shard mode: samples held by the in-rank shuffle buffer (<= 1: each shard read in file order).
   std::int64_t shuffle_buffer = 4096;
+  // Shard mode, > 0: instead of the streaming buffer, each rank shuffles the samples of every run of
+  // this many consecutive shards of its own fully, one run after another, so each shard's samples
+  // stay inside one window (--shuffle-unit chunk, whose "shards" are HDF5 chunks).
+  std::int64_t window_shards = 0;
 };
 
 // Where training stands inside an epoch, in batches of SamplerOptions::batch_size on this rank.

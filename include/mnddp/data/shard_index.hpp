@@ -33,6 +33,8 @@ struct ShardInfo {
   // Smallest and largest label in the shard (integer labels only; 0 for float labels).
   std::int64_t label_min = 0;
   std::int64_t label_max = 0;
+  // Samples per HDF5 chunk of x (its first chunk dimension); 0 when x is not chunked.
+  std::int64_t chunk_rows = 0;
 };
 
 struct ShardIndex {
@@ -51,6 +53,9 @@ struct ShardIndex {
   bool has_labels() const { return !y_name.empty(); }
   bool has_class_labels() const { return has_labels() && label_type == SampleType::I64 && label_shape.empty(); }
   std::vector<std::int64_t> shard_sizes() const;
+  // The samples of each chunk of x in every shard, in order (a shard that is not chunked counts as
+  // chunks of `unchunked_rows` samples): the units of --shuffle-unit chunk.
+  std::vector<std::int64_t> chunk_sizes(std::int64_t unchunked_rows) const;
   // Global sample index -> (shard number, index inside that shard).
   std::pair<std::size_t, std::int64_t> locate(std::int64_t global_index) const;
 
