@@ -47,10 +47,11 @@ struct BasicBlockImpl : BlockImpl {
     if (stride != 1 || in != planes * kExpansion)
       downsample = register_module("downsample", shortcut(spec, in, planes * kExpansion, stride));
   }
+  // In place, as torchvision: BatchNorm's backward needs its input, not its output.
   at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor out = at::relu(bn1.forward(conv1->forward(x)));
+    at::Tensor out = bn1.forward(conv1->forward(x)).relu_();
     out = bn2.forward(conv2->forward(out));
-    return at::relu(out + (downsample ? downsample->forward(x) : x));
+    return out.add_(downsample ? downsample->forward(x) : x).relu_();
   }
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::AnyModule bn1, bn2;
@@ -71,10 +72,10 @@ struct BottleneckImpl : BlockImpl {
       downsample = register_module("downsample", shortcut(spec, in, planes * kExpansion, stride));
   }
   at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor out = at::relu(bn1.forward(conv1->forward(x)));
-    out = at::relu(bn2.forward(conv2->forward(out)));
+    at::Tensor out = bn1.forward(conv1->forward(x)).relu_();
+    out = bn2.forward(conv2->forward(out)).relu_();
     out = bn3.forward(conv3->forward(out));
-    return at::relu(out + (downsample ? downsample->forward(x) : x));
+    return out.add_(downsample ? downsample->forward(x) : x).relu_();
   }
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
   nn::AnyModule bn1, bn2, bn3;
@@ -109,7 +110,7 @@ class ResNet final : public Model {
 
   at::Tensor forward(at::Tensor x) override {
     if (x.dim() == 3) x = x.unsqueeze(1);  // [N, H, W] images get one channel
-    x = at::relu(bn1_.forward(conv1_->forward(x)));
+    x = bn1_.forward(conv1_->forward(x)).relu_();
     if (!cifar_stem_) x = at::max_pool2d(x, 3, 2, 1);
     for (auto& layer : layers_)
       for (const auto& block : *layer) x = block->as<BlockImpl>()->forward(x);
