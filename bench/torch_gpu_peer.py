@@ -14,23 +14,10 @@ import time
 import h5py
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-def convnet(shape, hidden, layers, classes):
-    """mnddp's ConvNet (src/model/models.cpp): [conv3x3 (no bias) -> BN -> ReLU -> maxpool 2 while the
-    image is larger than 1x1] x layers, channels doubling up to 1024, global average pool, linear."""
-    channels, height, width = shape
-    modules, out = [], hidden
-    for _ in range(layers):
-        modules += [nn.Conv2d(channels, out, 3, padding=1, bias=False), nn.BatchNorm2d(out), nn.ReLU()]
-        if height >= 2 and width >= 2:
-            modules.append(nn.MaxPool2d(2))
-            height, width = height // 2, width // 2
-        channels, out = out, min(out * 2, 1024)
-    modules += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.0), nn.Linear(channels, classes)]
-    return nn.Sequential(*modules)
+# mnddp's ConvNet, built layer for layer as bench/compare.sh's peer builds it (script run from bench/).
+from torch_peer import convnet
 
 
 def main():

@@ -76,6 +76,18 @@ TrainingConfig agree_on_config(Communicator& comm, const std::vector<std::string
   return parse_ini_text(ini);
 }
 
+// The rank's torch threads (returned), its decode threads (into `config`) and whether its channel
+// threads may poll: the same for training and evaluation.
+int configure_threads(TrainingConfig& config, const RankInfo& rank) {
+  const Environment env = environment_from_process();
+  const int threads = resolve_threads(config.threads, rank, env);
+  at::set_num_threads(threads);
+  at::set_num_interop_threads(1);
+  config.loader_threads = resolve_loader_threads(config.loader_threads, threads, rank, env);
+  set_channel_spin(spare_core_per_rank(threads, rank));
+  return threads;
+}
+
 void log_rank_table(Communicator& comm, const RankInfo& rank, const Trainer& trainer, int threads) {
   const std::string line =
       fmt::format("rank {}/{} host {} node {}/{} local rank {}/{} device {} backend {} threads {}", rank.rank,
@@ -136,11 +148,7 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
   set_debug_collectives(config.debug_collectives);
 
   if (config.deterministic) make_deterministic();  // before any torch computation, and MKL's first call
-  const int threads = resolve_threads(config.threads, rank, environment_from_process());
-  at::set_num_threads(threads);
-  at::set_num_interop_threads(1);
-  config.loader_threads = resolve_loader_threads(config.loader_threads, threads, rank, environment_from_process());
-  set_channel_spin(spare_core_per_rank(threads, rank));
+  const int threads = configure_threads(config, rank);
 
   Trainer trainer(config, rank, world);
   log_rank_table(world, rank, trainer, threads);
@@ -218,11 +226,7 @@ int evaluate(Runtime& runtime, Watchdog& watchdog, std::vector<std::string> args
   watchdog.set_timeout(config.collective_timeout);
   set_debug_collectives(config.debug_collectives);
   if (config.deterministic) make_deterministic();
-  const int threads = resolve_threads(config.threads, rank, environment_from_process());
-  at::set_num_threads(threads);
-  at::set_num_interop_threads(1);
-  config.loader_threads = resolve_loader_threads(config.loader_threads, threads, rank, environment_from_process());
-  set_channel_spin(spare_core_per_rank(threads, rank));
+  configure_threads(config, rank);
 
   const CheckpointEvaluation eval = evaluate_checkpoint(config, checkpoint, rank, world);
   if (rank.is_root()) {

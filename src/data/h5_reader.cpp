@@ -23,6 +23,7 @@
 #include "mnddp/data/h5_types.hpp"
 #include "mnddp/default_init_allocator.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/finite_scan.hpp"
 #include "mnddp/h5/h5_handle.hpp"
 
 namespace mnddp {
@@ -127,27 +128,6 @@ H5Handle open_dataset(hid_t file, const std::string& path, const std::string& na
   H5Handle dataset(H5Dopen2(file, name.c_str(), dapl.get()));
   if (!dataset) throw UsageError(fmt::format("'{}': cannot open dataset '{}': {}", path, name, h5_take_error()));
   return dataset;
-}
-
-// True when every value is finite: a NaN's or infinity's exponent bits are all ones. Branch-free in
-// fixed blocks so that -O2 vectorises it; every float batch passes through here.
-bool all_finite(const float* values, std::size_t count) {
-  constexpr std::uint32_t kExponent = 0x7f800000u;
-  constexpr std::size_t kBlock = 64;
-  std::uint32_t bad = 0;
-  std::size_t i = 0;
-  for (; i + kBlock <= count; i += kBlock)
-    for (std::size_t j = 0; j < kBlock; ++j) {
-      std::uint32_t bits = 0;
-      std::memcpy(&bits, values + i + j, sizeof bits);
-      bad |= (bits & kExponent) == kExponent;
-    }
-  for (; i < count; ++i) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, values + i, sizeof bits);
-    bad |= (bits & kExponent) == kExponent;
-  }
-  return bad == 0;
 }
 
 constexpr std::size_t kPieceBytes = std::size_t{1} << 20;  // direct reads between checks

@@ -6,46 +6,11 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <cstring>
-
 #include "mnddp/error.hpp"
+#include "mnddp/finite_scan.hpp"
 
 namespace mnddp {
 namespace {
-
-// The build targets baseline x86-64 (SSE2); an AVX2 clone, chosen at load time where the CPU has
-// it, reads twice as fast (the scan is bound by the cache's bandwidth, so AVX-512 adds nothing).
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define MNDDP_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
-#else
-#define MNDDP_AVX2_CLONE
-#endif
-
-// An IEEE binary float is Inf or NaN exactly when its exponent bits are all ones: the largest
-// exponent field of n values, read once as integers. Fixed-size blocks let the compiler vectorise:
-// about 30 GB/s on one thread from cache (bench: mnddp-bench-ddp nonfinite).
-template <typename Bits>
-MNDDP_AVX2_CLONE bool finite_bits(const unsigned char* bytes, std::int64_t n, Bits exponent) {
-  constexpr std::int64_t kBlock = 64;
-  Bits worst = 0;
-  std::int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    Bits block = 0;
-    for (std::int64_t j = 0; j < kBlock; ++j) {
-      Bits b;
-      std::memcpy(&b, bytes + (i + j) * sizeof(Bits), sizeof(Bits));
-      block = std::max<Bits>(block, b & exponent);
-    }
-    worst = std::max(worst, block);
-  }
-  for (; i < n; ++i) {
-    Bits b;
-    std::memcpy(&b, bytes + i * sizeof(Bits), sizeof(Bits));
-    worst = std::max<Bits>(worst, b & exponent);
-  }
-  return worst != exponent;
-}
 
 bool finite_on_host(const at::Tensor& tensor) {
   const at::Tensor t = tensor.contiguous();
