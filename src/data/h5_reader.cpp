@@ -13,15 +13,13 @@
 #include <mutex>
 #include <tuple>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #include "compressed_chunks.hpp"
-#include "decode_pool.hpp"
+#include "decoded_chunk_cache.hpp"
 #include "direct_rows.hpp"
 #include "h5_rows.hpp"
 #include "mnddp/data/h5_types.hpp"
-#include "mnddp/default_init_allocator.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/finite_scan.hpp"
 #include "mnddp/h5/h5_handle.hpp"
@@ -213,103 +211,11 @@ struct H5Reader::OpenShards {
   std::mutex mutex;
   std::vector<unsigned char> x_rows;  // scratch: distinct rows in file order, before conversion
 
-  // Decoded compressed chunks, (shard, chunk) -> bytes, least recently used evicted beyond
-  // `cache_chunks` (the chunks one batch of consecutive samples touches, at least 4): sequential
-  // reads decode each chunk once; a batch always keeps every chunk it needs while it copies.
-  using ChunkBytes = std::vector<unsigned char, DefaultInitAllocator<unsigned char>>;
-  struct DecodedChunk {
-    ChunkBytes bytes;
-    std::uint64_t used = 0;
-  };
-  std::unordered_map<std::uint64_t, DecodedChunk> decoded;
-  // Buffers of evicted chunks, reused: a fresh megabyte per chunk cost more in page faults than
-  // the inflate itself.
-  std::vector<ChunkBytes> spare;
-  std::uint64_t tick = 0;
-  std::size_t cache_chunks = 4;
-  std::unique_ptr<DecodePool> pool;  // made on the first compressed read
+  std::unique_ptr<DecodedChunkCache> decoded;  // gzip/shuffle chunks decoded by mnddp
 
   // Opens shard `number` on first use and checks it still matches what the index says about it.
   void open(const ShardIndex& index, std::size_t number, std::int64_t batch_size);
-  // Makes every chunk holding one of `rows` (sorted) of shard `number` decoded and cached, the
-  // missing ones decoded together on the pool; false when one was never written (HDF5 reads those).
-  bool decode_chunks(std::size_t number, std::span<const std::int64_t> rows, const H5ReaderOptions& options);
-  // Row `row` of shard `number`, from a chunk decode_chunks() just made current.
-  const unsigned char* decoded_row(std::size_t number, std::int64_t row);
-  void evict_decoded();
-
-  static std::uint64_t key(std::size_t shard, std::size_t chunk) { return (std::uint64_t{shard} << 40) | chunk; }
 };
-
-bool H5Reader::OpenShards::decode_chunks(std::size_t number, std::span<const std::int64_t> rows,
-                                         const H5ReaderOptions& options) {
-  CompressedChunks& chunks = *shards[number].compressed;
-  std::vector<std::size_t> missing;
-  std::size_t last = SIZE_MAX;
-  ++tick;
-  for (const std::int64_t row : rows) {
-    const auto chunk = static_cast<std::size_t>(row / chunks.rows_per_chunk());
-    if (chunk == last) continue;
-    last = chunk;
-    if (!chunks.locate(chunk)) return false;
-    const auto found = decoded.find(key(number, chunk));
-    if (found != decoded.end())
-      found->second.used = tick;
-    else
-      missing.push_back(chunk);
-  }
-  if (missing.empty()) return true;
-  if (!pool) {
-    pool = std::make_unique<DecodePool>(std::max(1, options.decode_threads));
-    const std::size_t per_batch =
-        static_cast<std::size_t>(std::max<std::int64_t>(options.batch_size, 0) / chunks.rows_per_chunk()) + 1;
-    // The chunks one batch of consecutive samples touches (at least 4), plus the floor asked for,
-    // within 256 MiB unless the floor itself needs more.
-    const std::size_t floor = static_cast<std::size_t>(std::max<std::int64_t>(0, options.min_cached_chunks));
-    const std::size_t budget = std::max(floor, (std::size_t{256} << 20) / chunks.chunk_bytes());
-    cache_chunks = std::min(std::max<std::size_t>(4, floor + per_batch), budget);
-  }
-  std::vector<unsigned char*> targets;
-  for (const std::size_t chunk : missing) {
-    DecodedChunk& entry = decoded[key(number, chunk)];
-    if (!spare.empty()) {
-      entry.bytes = std::move(spare.back());
-      spare.pop_back();
-    }
-    entry.bytes.resize(chunks.chunk_bytes());
-    entry.used = tick;
-    targets.push_back(entry.bytes.data());
-  }
-  try {
-    pool->run(missing.size(), [&](std::size_t i, std::vector<unsigned char>& scratch) {
-      chunks.decode(missing[i], scratch, targets[i]);
-    });
-  } catch (...) {
-    for (const std::size_t chunk : missing) {  // none half-decoded stays
-      const auto entry = decoded.find(key(number, chunk));
-      spare.push_back(std::move(entry->second.bytes));
-      decoded.erase(entry);
-    }
-    throw;
-  }
-  return true;
-}
-
-const unsigned char* H5Reader::OpenShards::decoded_row(std::size_t number, std::int64_t row) {
-  const CompressedChunks& chunks = *shards[number].compressed;
-  const auto chunk = static_cast<std::size_t>(row / chunks.rows_per_chunk());
-  return decoded.at(key(number, chunk)).bytes.data() +
-         static_cast<std::size_t>(row % chunks.rows_per_chunk()) * chunks.row_bytes();
-}
-
-void H5Reader::OpenShards::evict_decoded() {
-  while (decoded.size() > cache_chunks) {
-    auto oldest = std::min_element(decoded.begin(), decoded.end(),
-                                   [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
-    if (spare.size() < cache_chunks) spare.push_back(std::move(oldest->second.bytes));
-    decoded.erase(oldest);
-  }
-}
 
 void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number, std::int64_t batch_size) {
   const std::string& path = index.shards[number].path;
@@ -373,6 +279,7 @@ void H5Reader::OpenShards::open(const ShardIndex& index, std::size_t number, std
 
 H5Reader::H5Reader(ShardIndex index, H5ReaderOptions options)
     : index_(std::move(index)), options_(options), open_(std::make_unique<OpenShards>()) {
+  open_->decoded = std::make_unique<DecodedChunkCache>(options_);
   open_->shards.resize(index_.shards.size());
   std::int64_t first = 0;
   for (const auto& shard : index_.shards) {
@@ -496,14 +403,15 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
     }
     // Compressed chunks decoded here (a batch's chunks together on the decode pool), rows copied out.
     bool placed = direct;
-    if (!placed && shard.compressed != nullptr && direct_allowed && open_->decode_chunks(number, rows, options_)) {
+    if (!placed && shard.compressed != nullptr && direct_allowed &&
+        open_->decoded->decode(number, *shard.compressed, rows)) {
       placed = true;
       for (std::size_t i = 0; i < group.size(); ++i) {
         if (i > 0 && slots[i] == slots[i - 1]) continue;
         unsigned char* target = in_place ? x_target(group[i]) : open_->x_rows.data() + slots[i] * row_bytes;
-        std::memcpy(target, open_->decoded_row(number, group[i].row), row_bytes);
+        std::memcpy(target, open_->decoded->row(number, *shard.compressed, group[i].row), row_bytes);
       }
-      open_->evict_decoded();
+      open_->decoded->evict();
     }
     if (!placed) {
       open_->x_rows.resize(rows.size() * row_bytes);
