@@ -29,7 +29,13 @@ table() {
   echo "== mnddp device check ($( ((dry_run)) && echo dry run || echo H200)), $((SECONDS - started)) s, logs in $OUT"
   printf '%s\n' "${rows[@]}"
 }
-trap table EXIT
+scratch=""
+# The dry run's prefix (~280 MB of unpacked packages) goes with it.
+finish() {
+  table
+  if [ -n "$scratch" ]; then rm -rf "$scratch"; fi
+}
+trap finish EXIT
 
 # 1. What the machine is.
 if ((dry_run)); then
@@ -51,7 +57,10 @@ row versions ok "$versions"
 
 # 2. The carried packages, unpacked into a prefix (never into /).
 prefix=${MNDDP_DEVICE_PREFIX:-/opt/deps}
-((dry_run)) && prefix=$(mktemp -d "${TMPDIR:-/tmp}/mnddp-device-check.XXXXXX")/deps
+if ((dry_run)); then
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/mnddp-device-check.XXXXXX")
+  prefix=$scratch/deps
+fi
 if ! bash scripts/device_env.sh unpack device-deps/debs "$prefix" >"$OUT/unpack.log" 2>&1; then
   row unpack FAIL "$(tail -1 "$OUT/unpack.log")"
   exit 1
