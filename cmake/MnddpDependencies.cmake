@@ -18,6 +18,37 @@ add_library(mnddp::xxhash UNKNOWN IMPORTED)
 set_target_properties(mnddp::xxhash PROPERTIES IMPORTED_LOCATION "${MNDDP_XXHASH_LIBRARY}"
                       INTERFACE_INCLUDE_DIRECTORIES "${MNDDP_XXHASH_INCLUDE_DIR}")
 
+# --- The mnddp executable's malloc ----------------------------------------------------------------
+# torch's CPU tensors come from malloc. glibc maps every block above its mmap threshold afresh and
+# unmaps it at free, so each step's activations are page-faulted and zeroed again; tcmalloc (Debian:
+# libgoogle-perftools-dev) keeps freed pages for the next step (docs/BENCHMARKS.md: 5-13% of a
+# one-rank step). Sanitizers bring their own malloc, so they build with the system's.
+set(MNDDP_HOST_ALLOCATOR "auto" CACHE STRING "malloc of the mnddp executable: auto (tcmalloc when found), tcmalloc, system")
+set_property(CACHE MNDDP_HOST_ALLOCATOR PROPERTY STRINGS auto tcmalloc system)
+if(NOT MNDDP_HOST_ALLOCATOR MATCHES "^(auto|tcmalloc|system)$")
+  message(FATAL_ERROR "MNDDP_HOST_ALLOCATOR=${MNDDP_HOST_ALLOCATOR}: expected auto, tcmalloc or system")
+endif()
+if(MNDDP_SANITIZE AND MNDDP_HOST_ALLOCATOR STREQUAL "tcmalloc")
+  message(FATAL_ERROR "MNDDP_HOST_ALLOCATOR=tcmalloc with MNDDP_SANITIZE=${MNDDP_SANITIZE}: the sanitizer replaces malloc itself")
+endif()
+set(MNDDP_TCMALLOC 0)
+if(NOT MNDDP_SANITIZE AND NOT MNDDP_HOST_ALLOCATOR STREQUAL "system")
+  find_path(MNDDP_TCMALLOC_INCLUDE_DIR gperftools/tcmalloc.h)
+  find_library(MNDDP_TCMALLOC_LIBRARY tcmalloc_minimal)
+  if(MNDDP_TCMALLOC_INCLUDE_DIR AND MNDDP_TCMALLOC_LIBRARY)
+    set(MNDDP_TCMALLOC 1)
+    add_library(mnddp::tcmalloc UNKNOWN IMPORTED)
+    set_target_properties(mnddp::tcmalloc PROPERTIES IMPORTED_LOCATION "${MNDDP_TCMALLOC_LIBRARY}"
+                          INTERFACE_INCLUDE_DIRECTORIES "${MNDDP_TCMALLOC_INCLUDE_DIR}")
+  elseif(MNDDP_HOST_ALLOCATOR STREQUAL "tcmalloc")
+    message(FATAL_ERROR "MNDDP_HOST_ALLOCATOR=tcmalloc: tcmalloc not found (gperftools/tcmalloc.h, libtcmalloc_minimal): "
+                        "install libgoogle-perftools-dev, or run scripts/setup.sh")
+  else()
+    message(STATUS "mnddp: tcmalloc not found (Debian: libgoogle-perftools-dev); mnddp uses the system malloc, "
+                   "slower on CPU")
+  endif()
+endif()
+
 # --- HDF5: must be the MPI-enabled build -------------------------------------------------------
 set(HDF5_PREFER_PARALLEL TRUE)
 find_package(HDF5 REQUIRED COMPONENTS C)

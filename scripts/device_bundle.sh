@@ -25,7 +25,7 @@ readonly LIMIT_MIB=64
 readonly BASE_PACKAGES="libc6 libstdc++6 libgcc-s1 gcc-12-base libcrypt1"
 readonly DEV_PACKAGES="libopenmpi-dev openmpi-bin openmpi-common libhdf5-openmpi-dev libhdf5-dev
   libboost1.74-dev libboost-program-options1.74-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev googletest zlib1g-dev libxxhash-dev libxxhash0 libaec-dev libsz2 libssl-dev libcurl4-openssl-dev"
+  libgtest-dev googletest zlib1g-dev libxxhash-dev libxxhash0 libgoogle-perftools-dev libaec-dev libsz2 libssl-dev libcurl4-openssl-dev"
 
 dry_run=0
 build_dir=$MNDDP_BUILD_DIR

@@ -11,7 +11,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev zlib1g-dev libxxhash-dev python3-venv clang-format git
+  libgtest-dev zlib1g-dev libxxhash-dev libgoogle-perftools-dev python3-venv clang-format git
   slurm-wlm munge strace
   time # GNU time: bench/compare.sh's peak RSS
 )

@@ -21,6 +21,7 @@
 #include "mnddp/config.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
+#include "mnddp/host_allocator.hpp"
 #include "mnddp/log.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/runtime.hpp"
@@ -48,8 +49,9 @@ constexpr const char* kUsage =
     "'mnddp train --help' lists every training option.\n";
 
 void print_versions() {
-  std::printf("mnddp %s (torch %s, HDF5 %s, CUDA %s, NCCL %s)\n", build::kVersion, build::kTorchVersion,
-              build::kHdf5Version, MNDDP_HAVE_CUDA ? "yes" : "no", MNDDP_HAVE_NCCL ? "yes" : "no");
+  std::printf("mnddp %s (torch %s, HDF5 %s, CUDA %s, NCCL %s, %s)\n", build::kVersion, build::kTorchVersion,
+              build::kHdf5Version, MNDDP_HAVE_CUDA ? "yes" : "no", MNDDP_HAVE_NCCL ? "yes" : "no",
+              host_allocator_name());
 }
 
 // What rank 0 decided from the command line, broadcast to every rank.
@@ -149,6 +151,7 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
 
   if (config.deterministic) make_deterministic();  // before any torch computation, and MKL's first call
   const int threads = configure_threads(config, rank);
+  if (rank.is_root()) spdlog::debug("host memory: {}", host_allocator_name());
 
   Trainer trainer(config, rank, world);
   log_rank_table(world, rank, trainer, threads);

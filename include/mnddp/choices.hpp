@@ -24,10 +24,11 @@ enum class DeviceRequest { Auto, Cpu, Cuda };              // --device
 enum class OptimizerKind { Sgd, AdamW, Lars, Lamb };       // --optimizer
 enum class LrSchedule { Constant, Cosine, Step, Linear };  // --lr-schedule
 enum class ModelKind { Mlp, ConvNet, Resnet18, Resnet34, Resnet50, Cnn3d, Vit, Gpt, Torchscript };  // --model
-enum class Stem { Auto, Cifar, Imagenet };                // --stem: a ResNet's first layers
-enum class TaskKind { Classification, Regression, Lm };   // --task
-enum class RegressionLoss { Mse, Huber };                 // --loss
-enum class LogLevel { Trace, Debug, Info, Warn, Error };  // --log-level
+enum class Stem { Auto, Cifar, Imagenet };                   // --stem: a ResNet's first layers
+enum class MemoryLayout { Auto, Contiguous, ChannelsLast };  // --memory-format: of 4-D weights and activations
+enum class TaskKind { Classification, Regression, Lm };      // --task
+enum class RegressionLoss { Mse, Huber };                    // --loss
+enum class LogLevel { Trace, Debug, Info, Warn, Error };     // --log-level
 
 // ChoiceNames<E>::table: every value of E with its option text, in the order --help lists them.
 template <typename E>
@@ -106,6 +107,11 @@ template <>
 struct ChoiceNames<Stem> {
   static constexpr std::array table{named(Stem::Auto, "auto"), named(Stem::Cifar, "cifar"),
                                     named(Stem::Imagenet, "imagenet")};
+};
+template <>
+struct ChoiceNames<MemoryLayout> {
+  static constexpr std::array table{named(MemoryLayout::Auto, "auto"), named(MemoryLayout::Contiguous, "contiguous"),
+                                    named(MemoryLayout::ChannelsLast, "channels-last")};
 };
 template <>
 struct ChoiceNames<TaskKind> {

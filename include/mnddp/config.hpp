@@ -50,10 +50,11 @@ struct TrainingConfig {
   ModelName model;   // a zoo network, or torchscript:PATH
   int hidden = 256;  // MLP width, ConvNet/CNN3D base channels, ViT/GPT width (d_model)
   int layers = 2;
-  int heads = 4;               // ViT/GPT attention heads
-  int patch_size = 4;          // ViT: square patches of this side
-  Stem stem = Stem::Auto;      // ResNet first layers
-  bool tie_embeddings = true;  // GPT: the output layer shares the token embedding
+  int heads = 4;                                    // ViT/GPT attention heads
+  int patch_size = 4;                               // ViT: square patches of this side
+  Stem stem = Stem::Auto;                           // ResNet first layers
+  MemoryLayout memory_format = MemoryLayout::Auto;  // auto: channels-last for 2-D conv models on CPU
+  bool tie_embeddings = true;                       // GPT: the output layer shares the token embedding
   double dropout = 0.0;
 
   // --- optimizer ---

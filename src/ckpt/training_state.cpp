@@ -241,7 +241,10 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
   for (const auto& item : state.model.named_parameters()) {
     const at::Tensor& param = item.value();
     const std::string prefix = "optimizer/" + item.key() + "/";
-    auto on_device = [&](const at::Tensor& t) { return t.to(param.device()); };
+    // On the parameter's device and in its layout (a channels-last weight has channels-last state).
+    auto on_device = [&](const at::Tensor& t) {
+      return at::empty_like(param, t.options().device(param.device()), at::MemoryFormat::Preserve).copy_(t);
+    };
     // The state is keyed by the parameter itself, so it is found whichever param group holds it.
     auto& slot = optimizer_state[param.unsafeGetTensorImpl()];
     switch (state.optimizer_kind) {

@@ -23,7 +23,10 @@ class TensorCall {
 
 // A tensor in the communicator's own memory: a device communicator takes CUDA tensors only.
 void require_comm_memory(const Communicator& comm, const at::Tensor& tensor) {
-  if (!tensor.is_contiguous()) throw std::invalid_argument("communicator: tensor must be contiguous");
+  // Dense in any stride order (a channels-last weight): elementwise collectives over the same layout
+  // on every rank.
+  if (!tensor.is_non_overlapping_and_dense())
+    throw std::invalid_argument("communicator: tensor must be dense (contiguous in some dimension order)");
   if (comm.uses_device_memory() && !tensor.is_cuda())
     throw std::invalid_argument(fmt::format("communicator {}: a {} tensor is not in device memory (internal error)",
                                             comm.backend_name(), tensor.device().str()));

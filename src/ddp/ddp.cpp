@@ -60,9 +60,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
 
 std::string DistributedDataParallel::parameter_signature() const {
   std::string signature;
+  // A weight's layout too (--memory-format): the gradient buckets are its bytes in that order.
   for (const auto& item : module_->named_parameters())
-    signature += fmt::format("{} [{}] {}\n", item.key(), fmt::join(item.value().sizes(), ", "),
-                             c10::toString(item.value().scalar_type()));
+    signature += fmt::format(
+        "{} [{}] {}{}\n", item.key(), fmt::join(item.value().sizes(), ", "), c10::toString(item.value().scalar_type()),
+        item.value().is_contiguous() ? "" : fmt::format(" strides [{}]", fmt::join(item.value().strides(), ", ")));
   for (const auto& item : module_->named_buffers())
     signature += fmt::format("buffer {} [{}] {}\n", item.key(), fmt::join(item.value().sizes(), ", "),
                              c10::toString(item.value().scalar_type()));

@@ -67,6 +67,15 @@ std::unordered_set<const torch::autograd::Node*> reachable_nodes(const at::Tenso
   return seen;
 }
 
+// A parameter's slot of its bucket, laid out as the parameter is (as PyTorch's reducer does): a
+// channels-last weight gets a channels-last gradient. The slot's bytes are that layout's dense
+// memory; every rank builds the same model, so the same bytes mean the same elements everywhere.
+at::Tensor slot_view(const at::Tensor& flat, std::size_t offset, const at::Tensor& param) {
+  at::Tensor slot = flat.narrow(0, static_cast<std::int64_t>(offset), param.numel());
+  if (param.is_non_overlapping_and_dense()) return slot.as_strided(param.sizes(), param.strides());
+  return slot.view(param.sizes());
+}
+
 }  // namespace
 
 struct Reducer::Bucket {
@@ -229,16 +238,17 @@ void Reducer::stage_current_gradient(std::size_t index) {
 void Reducer::stage_gradient(std::size_t index, const at::Tensor* grad) {
   Bucket& bucket = *buckets_[bucket_of_[index]];
   at::Tensor& param = params_[index];
-  at::Tensor slot = bucket.flat.narrow(0, static_cast<std::int64_t>(slot_of_[index]), param.numel());
-  const bool already_there = grad != nullptr && bucket.grads_are_views && grad->data_ptr() == slot.data_ptr();
+  at::Tensor slot = slot_view(bucket.flat, slot_of_[index], param);
+  const bool already_there = grad != nullptr && bucket.grads_are_views && grad->data_ptr() == slot.data_ptr() &&
+                             grad->strides() == slot.strides();
   if (!already_there) {
     // The gradient lives elsewhere (first step, zero_grad(set_to_none), compression, host staging).
     if (grad != nullptr) {
-      slot.copy_(grad->reshape({-1}));
+      slot.copy_(*grad);
     } else {
       slot.zero_();
     }
-    if (bucket.grads_are_views) param.mutable_grad() = slot.view(param.sizes());
+    if (bucket.grads_are_views) param.mutable_grad() = slot;
   }
   --bucket.pending;
 }
@@ -319,8 +329,7 @@ void Reducer::finalize() {
       continue;
     }
     if (bucket.grads_are_views) continue;  // reduced in place already
-    at::Tensor averaged =
-        bucket.flat.narrow(0, static_cast<std::int64_t>(slot_of_[i]), param.numel()).view(param.sizes());
+    const at::Tensor averaged = slot_view(bucket.flat, slot_of_[i], param);
     if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
     param.mutable_grad().copy_(averaged);
   }

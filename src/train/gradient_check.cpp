@@ -13,7 +13,8 @@ namespace mnddp {
 namespace {
 
 bool finite_on_host(const at::Tensor& tensor) {
-  const at::Tensor t = tensor.contiguous();
+  // Dense in any order (a channels-last gradient) is read as it lies; only a strided view is copied.
+  const at::Tensor t = tensor.is_non_overlapping_and_dense() ? tensor : tensor.contiguous();
   const auto* bytes = static_cast<const unsigned char*>(t.const_data_ptr());
   switch (t.scalar_type()) {
     case at::kFloat:

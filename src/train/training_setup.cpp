@@ -8,6 +8,7 @@
 #include "mnddp/comm/backend.hpp"
 #include "mnddp/data/feature_stats.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/model/memory_layout.hpp"
 #include "mnddp/model/sync_batch_norm.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/train/optim.hpp"
@@ -39,6 +40,12 @@ std::shared_ptr<Model> build_model(const TrainingConfig& config, const std::vect
   spec.output_meaning = task.describe();
   auto model = make_model(spec);
   model->to(device.device);
+  if (wants_channels_last(config.memory_format, spec.kind, device.device.is_cpu(), config.deterministic)) {
+    const int converted = make_channels_last(*model, config.model.text());
+    if (rank.is_root())
+      spdlog::info("--memory-format {}: {} weights and their activations channels-last (NHWC)",
+                   choice_name(config.memory_format), converted);
+  }
   torch::manual_seed(static_cast<std::uint64_t>(config.seed) * 1000003ULL + static_cast<std::uint64_t>(rank.rank));
   return model;
 }

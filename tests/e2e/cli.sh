@@ -21,6 +21,9 @@ check "unknown command exits 2" test $? = 2
 check "unknown command is named" grep -q "frobnicate" "$WORK/err"
 "$MNDDP_BIN" version >"$WORK/version"
 check "version names torch" grep -q "torch" "$WORK/version"
+if [ -n "${MNDDP_EXPECTED_MALLOC:-}" ]; then
+  check "version names the malloc ($MNDDP_EXPECTED_MALLOC)" grep -q ", $MNDDP_EXPECTED_MALLOC)$" "$WORK/version"
+fi
 
 # --print-config prints an INI that reads back to the same configuration.
 "$MNDDP_BIN" train --lr 0.123 --model convnet --val-data "" --print-config >"$WORK/a.ini"

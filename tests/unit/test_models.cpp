@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "mnddp/model/memory_layout.hpp"
 #include "mnddp/model/models.hpp"
 #include "test_support.hpp"
 
@@ -166,3 +167,46 @@ TEST(Cnn3d, MapsVolumesToTargetsWithTheCosmoFlowLayout) {
 }
 
 }  // namespace
+
+// --memory-format: auto picks channels-last for the zoo's 2-D convolution models on CPU only, and
+// not under --deterministic; explicit values are obeyed.
+TEST(MemoryLayout, AutoMeansChannelsLastForConvolutionModelsOnCpu) {
+  for (ModelKind kind : {ModelKind::ConvNet, ModelKind::Resnet18, ModelKind::Resnet34, ModelKind::Resnet50}) {
+    EXPECT_TRUE(wants_channels_last(MemoryLayout::Auto, kind, /*on_cpu=*/true, /*deterministic=*/false));
+    EXPECT_FALSE(wants_channels_last(MemoryLayout::Auto, kind, /*on_cpu=*/false, false));
+    EXPECT_FALSE(wants_channels_last(MemoryLayout::Auto, kind, true, /*deterministic=*/true));
+    EXPECT_FALSE(wants_channels_last(MemoryLayout::Contiguous, kind, true, false));
+  }
+  for (ModelKind kind : {ModelKind::Mlp, ModelKind::Gpt, ModelKind::Vit, ModelKind::Cnn3d, ModelKind::Torchscript})
+    EXPECT_FALSE(wants_channels_last(MemoryLayout::Auto, kind, true, false));
+  EXPECT_TRUE(wants_channels_last(MemoryLayout::ChannelsLast, ModelKind::Vit, false, true));
+}
+
+// The same values in NHWC order, in the same parameter objects (the optimizer holds them); a model
+// without a 4-D weight is refused with the option and the model named.
+TEST(MemoryLayout, ChannelsLastKeepsValuesAndRefusesModelsWithoutConvolutions) {
+  const auto model = make_model(resnet(ModelKind::Resnet18, {3, 32, 32}, 10));
+  std::vector<at::Tensor> before;
+  std::vector<const void*> identity;
+  for (const auto& p : model->parameters()) {
+    before.push_back(p.detach().clone());
+    identity.push_back(p.unsafeGetTensorImpl());
+  }
+  EXPECT_EQ(make_channels_last(*model, "resnet18"), 20);  // the stem, 16 in the blocks, 3 downsampling
+  const auto after = model->parameters();
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].unsafeGetTensorImpl(), identity[i]);
+    EXPECT_TRUE(at::equal(after[i], before[i]));
+    if (after[i].dim() == 4) {
+      EXPECT_TRUE(after[i].is_contiguous(at::MemoryFormat::ChannelsLast));
+      // (A 1x1 kernel's two orders coincide.)
+      if (after[i].size(2) * after[i].size(3) > 1)
+        EXPECT_FALSE(after[i].is_contiguous()) << "parameter " << i << " kept the NCHW order";
+    }
+  }
+  ModelSpec mlp;
+  mlp.input_shape = {12};
+  const std::string message = usage_error_of([&] { make_channels_last(*make_model(mlp), "mlp"); });
+  EXPECT_NE(message.find("--memory-format channels-last"), std::string::npos) << message;
+  EXPECT_NE(message.find("--model mlp"), std::string::npos) << message;
+}
