@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "mnddp/data/chunk_order.hpp"
 #include "mnddp/data/data_paths.hpp"
 #include "mnddp/data/h5_reader.hpp"
 #include "mnddp/data/loader.hpp"
@@ -129,11 +130,9 @@ void run_case(const Case& c, const Options& options, std::vector<char>& buffer) 
       sampling.shuffle = options.orders[o] != Order::Sequential;
       sampling.seed = static_cast<std::uint64_t>(round + 1);
       H5ReaderOptions reading{options.nonfinite, kBatchSize};
-      if (options.orders[o] == Order::Chunk) {  // as sampler_options() and reader_options() set it up
-        sampling.mode = PartitionMode::Shard;
-        sampling.shard_sizes = c.index.chunk_sizes(kBatchSize);
-        sampling.window_shards = kShuffleWindow;
-        reading.min_cached_chunks = 2 * kShuffleWindow;
+      if (options.orders[o] == Order::Chunk) {  // as the trainer sets it up
+        deal_chunks(sampling, c.index, kShuffleWindow);
+        keep_window_decoded(reading, kShuffleWindow);
       }
       const DistributedSampler sampler(sampling);
       // As the trainer: one reader for the run, opened before the first epoch.

@@ -78,14 +78,12 @@ TrainingConfig agree_on_config(Communicator& comm, const std::vector<std::string
   return parse_ini_text(ini);
 }
 
-// The rank's torch threads (returned), its decode threads (into `config`) and whether its channel
-// threads may poll: the same for training and evaluation.
-int configure_threads(TrainingConfig& config, const RankInfo& rank) {
-  const Environment env = environment_from_process();
-  const int threads = resolve_threads(config.threads, rank, env);
+// The rank's torch threads (returned) and whether its channel threads may poll: the same for
+// training and evaluation. (Decode threads resolve where the reader is made: reader_options.)
+int configure_threads(const TrainingConfig& config, const RankInfo& rank) {
+  const int threads = resolve_threads(config.threads, rank, environment_from_process());
   at::set_num_threads(threads);
   at::set_num_interop_threads(1);
-  config.loader_threads = resolve_loader_threads(config.loader_threads, threads, rank, env);
   set_channel_spin(spare_core_per_rank(threads, rank));
   return threads;
 }

@@ -96,7 +96,7 @@ CheckpointEvaluation evaluate_checkpoint(const TrainingConfig& config, const std
     load_tensors(reader, "model", model->named_parameters());
     load_tensors(reader, "buffers", model->named_buffers());
   });
-  H5ReaderOptions reading = reader_options(config);
+  H5ReaderOptions reading = reader_options(config, rank);
   reading.vocab_size = task->options().vocab_size;
   H5Reader reader(*index, reading);
   LoaderOptions loading = loader_options(config);

@@ -1,11 +1,14 @@
 // The config's translation into module options, and the cross-option rules.
 #include "mnddp/train/module_options.hpp"
 
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
+#include "mnddp/data/chunk_order.hpp"
+#include "mnddp/env_info.hpp"
 #include "mnddp/error.hpp"
 
 namespace mnddp {
@@ -28,26 +31,20 @@ SamplerOptions sampler_options(const TrainingConfig& config, const ShardIndex& t
   sampling.shard_sizes = train.shard_sizes();
   sampling.shuffle_buffer = config.shuffle_buffer;
   if (config.shuffle_unit == ShuffleUnit::Chunk) {
-    // The chunks play the files of shard mode: dealt to ranks by an epoch-seeded permutation, each
-    // rank shuffling the samples of --shuffle-window of its chunks at a time. Unchunked shards count
-    // as chunks of one batch.
     if (config.partition == PartitionMode::Shard)
       throw UsageError(
           "--shuffle-unit chunk: --partition shard already reads whole files in order on each rank; use "
           "--shuffle-buffer there, or --partition sample with --shuffle-unit chunk");
-    sampling.mode = PartitionMode::Shard;
-    sampling.shard_sizes = train.chunk_sizes(config.batch_size);
-    sampling.window_shards = config.shuffle_window;
+    deal_chunks(sampling, train, config.shuffle_window);
   }
   return sampling;
 }
 
-H5ReaderOptions reader_options(const TrainingConfig& config) {
+H5ReaderOptions reader_options(const TrainingConfig& config, const RankInfo& rank) {
   H5ReaderOptions options{config.nonfinite_inputs, config.batch_size};
-  options.decode_threads = std::max(1, config.loader_threads);
-  // Two windows' chunks stay decoded (a batch may end one window and start the next), besides the
-  // chunks of one batch.
-  if (config.shuffle_unit == ShuffleUnit::Chunk) options.min_cached_chunks = 2 * config.shuffle_window;
+  options.decode_threads =
+      resolve_loader_threads(config.loader_threads, at::get_num_threads(), rank, environment_from_process());
+  if (config.shuffle_unit == ShuffleUnit::Chunk) keep_window_decoded(options, config.shuffle_window);
   return options;
 }
 

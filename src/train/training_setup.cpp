@@ -90,7 +90,7 @@ TrainingData open_training_data(const TrainingConfig& config, const RankInfo& ra
   data.sampler = std::make_unique<DistributedSampler>(sampler_options(config, data.train_index, rank));
   data.steps = plan_steps(config, data.sampler->batches_per_epoch());
 
-  H5ReaderOptions reading = reader_options(config);
+  H5ReaderOptions reading = reader_options(config, rank);
   reading.vocab_size = task.vocab_size;
   data.train_reader = std::make_unique<H5Reader>(data.train_index, reading);
   if (data.val_index) data.val_reader = std::make_unique<H5Reader>(*data.val_index, reading);

@@ -48,6 +48,15 @@ chunked sgd 25 --optimizer sgd --lr 0.05
 check "SGD resumed mid-epoch and across epochs is bitwise identical, same loss log" \
   "${COMPARE[@]}" "$(final sgd-straight)" "$(final sgd-chunked)" --metrics "$WORK/sgd-straight.jsonl" "$WORK/sgd-chunked.jsonl"
 
+# A ConvNet trains channels-last on CPU (--memory-format auto): its checkpoints hold the weights and
+# momentum buffers in logical order, and they come back into the NHWC layout.
+CONVNET=(--model convnet --layers 2 --hidden 8 --optimizer sgd --lr 0.05)
+straight convnet "${CONVNET[@]}"
+chunked convnet 25 "${CONVNET[@]}"
+check "the chunks trained channels-last" grep -q "weights and their activations channels-last" <<<"$OUT"
+check "a channels-last ConvNet resumed mid-epoch is bitwise identical, same loss log" \
+  "${COMPARE[@]}" "$(final convnet-straight)" "$(final convnet-chunked)" --metrics "$WORK/convnet-straight.jsonl" "$WORK/convnet-chunked.jsonl"
+
 ADAMW=(--optimizer adamw --lr 0.003 --lr-schedule cosine --warmup-steps 10 --weight-decay 0.01)
 straight adamw "${ADAMW[@]}"
 chunked adamw 62 "${ADAMW[@]}"
@@ -154,4 +163,7 @@ with h5py.File(sys.argv[1], "r") as f:
 print(f"{len(arrays)} arrays verified" if not bad else f"bad: {bad}")
 sys.exit(1 if bad else 0)
 PY
+check "... whose config keeps --loader-threads 0 (auto), not the count this machine resolved it to" \
+  "$MNDDP_PYTHON" -c 'import sys, h5py; c = h5py.File(sys.argv[1], "r").attrs["config"]; c = c.decode() if isinstance(c, bytes) else c; sys.exit(0 if "\nloader-threads = 0\n" in c else 1)' \
+  "$WORK/v2/step-00000005.h5"
 finish

@@ -27,7 +27,9 @@ namespace mnddp {
 void check_device_rules(const TrainingConfig& config, const DeviceChoice& device);
 
 SamplerOptions sampler_options(const TrainingConfig& config, const ShardIndex& train, const RankInfo& rank);
-H5ReaderOptions reader_options(const TrainingConfig& config);
+// --loader-threads 0 resolves here to the cores `rank` has left after torch's threads; the config
+// keeps the 0, so a checkpoint's config means "auto" on the machine that resumes or evaluates it.
+H5ReaderOptions reader_options(const TrainingConfig& config, const RankInfo& rank);
 // The transforms but the feature statistics, which come from a file (training_setup.cpp reads it).
 LoaderOptions loader_options(const TrainingConfig& config);
 TaskOptions task_options(const TrainingConfig& config);  // before the data resolves what it decides
