@@ -237,8 +237,8 @@ std::vector<OptionSpec> build_table() {
            "ResNet first layers: imagenet (7x7 stride-2 convolution, max-pool), cifar (3x3, no pooling), or auto "
            "(cifar for images up to 64x64)");
   t.choice("memory-format", &C::memory_format,
-           "layout of 4-D weights and activations: channels-last (NHWC, oneDNN's native layout: no reorder around "
-           "each convolution), contiguous (NCHW), or auto (channels-last for convnet and resnet* on CPU without "
+           "layout of 4-D weights and activations: channels-last (NHWC, which oneDNN convolves without reordering "
+           "the activations), contiguous (NCHW), or auto (channels-last for convnet and resnet* on CPU without "
            "--deterministic, else contiguous)");
   t.add("heads", &C::heads, "ViT, GPT: attention heads (hidden must be a multiple)", at_least(1));
   t.add("patch-size", &C::patch_size, "ViT: side of the square patches (must divide the image's height and width)",
