@@ -6,8 +6,7 @@
 
 namespace mnddp {
 
-bool DecodedChunkCache::decode(std::size_t number, CompressedChunks& chunks, std::span<const std::int64_t> rows) {
-  const H5ReaderOptions& options = options_;
+bool DecodedChunkCache::decode(std::size_t shard, CompressedChunks& chunks, std::span<const std::int64_t> rows) {
   std::vector<std::size_t> missing;
   std::size_t last = SIZE_MAX;
   ++tick_;
@@ -16,7 +15,7 @@ bool DecodedChunkCache::decode(std::size_t number, CompressedChunks& chunks, std
     if (chunk == last) continue;
     last = chunk;
     if (!chunks.locate(chunk)) return false;
-    const auto found = entries_.find(key(number, chunk));
+    const auto found = entries_.find(key(shard, chunk));
     if (found != entries_.end())
       found->second.used = tick_;
     else
@@ -24,18 +23,18 @@ bool DecodedChunkCache::decode(std::size_t number, CompressedChunks& chunks, std
   }
   if (missing.empty()) return true;
   if (!pool_) {
-    pool_ = std::make_unique<DecodePool>(std::max(1, options.decode_threads));
+    pool_ = std::make_unique<DecodePool>(std::max(1, options_.decode_threads));
     const std::size_t per_batch =
-        static_cast<std::size_t>(std::max<std::int64_t>(options.batch_size, 0) / chunks.rows_per_chunk()) + 1;
+        static_cast<std::size_t>(std::max<std::int64_t>(options_.batch_size, 0) / chunks.rows_per_chunk()) + 1;
     // The chunks one batch of consecutive samples touches (at least 4), plus the floor asked for,
     // within 256 MiB unless the floor itself needs more.
-    const std::size_t floor = static_cast<std::size_t>(std::max<std::int64_t>(0, options.min_cached_chunks));
+    const std::size_t floor = static_cast<std::size_t>(std::max<std::int64_t>(0, options_.min_cached_chunks));
     const std::size_t budget = std::max(floor, (std::size_t{256} << 20) / chunks.chunk_bytes());
     capacity_ = std::min(std::max<std::size_t>(4, floor + per_batch), budget);
   }
   std::vector<unsigned char*> targets;
   for (const std::size_t chunk : missing) {
-    Entry& entry = entries_[key(number, chunk)];
+    Entry& entry = entries_[key(shard, chunk)];
     if (!spare_.empty()) {
       entry.bytes = std::move(spare_.back());
       spare_.pop_back();
@@ -49,8 +48,8 @@ bool DecodedChunkCache::decode(std::size_t number, CompressedChunks& chunks, std
       chunks.decode(missing[i], scratch, targets[i]);
     });
   } catch (...) {
-    for (const std::size_t chunk : missing) {  // none half-entries_ stays
-      const auto entry = entries_.find(key(number, chunk));
+    for (const std::size_t chunk : missing) {  // none half-decoded stays
+      const auto entry = entries_.find(key(shard, chunk));
       spare_.push_back(std::move(entry->second.bytes));
       entries_.erase(entry);
     }
@@ -59,10 +58,9 @@ bool DecodedChunkCache::decode(std::size_t number, CompressedChunks& chunks, std
   return true;
 }
 
-const unsigned char* DecodedChunkCache::row(std::size_t number, const CompressedChunks& chunks,
-                                            std::int64_t row) const {
+const unsigned char* DecodedChunkCache::row(std::size_t shard, const CompressedChunks& chunks, std::int64_t row) const {
   const auto chunk = static_cast<std::size_t>(row / chunks.rows_per_chunk());
-  return entries_.at(key(number, chunk)).bytes.data() +
+  return entries_.at(key(shard, chunk)).bytes.data() +
          static_cast<std::size_t>(row % chunks.rows_per_chunk()) * chunks.row_bytes();
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <span>
 #include <utility>
 
 #include "mnddp/error.hpp"
@@ -23,7 +24,7 @@ constexpr std::uint64_t kShuffleBufferStream = 0x4255464645ull;  // "BUFFE"
 
 // Fisher-Yates with our own bounded draw: identical on every rank, compiler and standard library.
 template <typename T>
-void portable_shuffle(std::vector<T>& items, std::mt19937_64& rng) {
+void portable_shuffle(std::span<T> items, std::mt19937_64& rng) {
   for (std::size_t i = items.size(); i > 1; --i) {
     const auto j = static_cast<std::size_t>(detail::bounded_random(rng, i));
     std::swap(items[i - 1], items[j]);
@@ -40,7 +41,7 @@ std::vector<std::vector<std::size_t>> deal_shards(const SamplerOptions& o, std::
   if (o.shuffle) {
     std::mt19937_64 rng(
         detail::mix_seed(detail::mix_seed(o.seed, kShardDealStream), static_cast<std::uint64_t>(epoch)));
-    portable_shuffle(order, rng);
+    portable_shuffle(std::span(order), rng);
   }
   std::vector<std::size_t> position(order.size());
   for (std::size_t p = 0; p < order.size(); ++p) position[order[p]] = p;
@@ -137,7 +138,7 @@ std::vector<std::int64_t> DistributedSampler::global_order(std::int64_t epoch) c
   std::iota(order.begin(), order.end(), std::int64_t{0});
   if (!options_.shuffle) return order;
   std::mt19937_64 rng(detail::mix_seed(options_.seed, static_cast<std::uint64_t>(epoch)));
-  portable_shuffle(order, rng);
+  portable_shuffle(std::span(order), rng);
   return order;
 }
 
@@ -162,11 +163,7 @@ std::vector<std::int64_t> DistributedSampler::shard_mode_indices(std::int64_t ep
       const std::size_t begin = order.size();
       for (std::size_t k = first; k < std::min(shards.size(), first + per_window); ++k)
         for (std::int64_t i = 0; i < o.shard_sizes[shards[k]]; ++i) order.push_back(shard_first_[shards[k]] + i);
-      if (o.shuffle) {
-        std::vector<std::int64_t> window(order.begin() + static_cast<std::ptrdiff_t>(begin), order.end());
-        portable_shuffle(window, rng);
-        std::copy(window.begin(), window.end(), order.begin() + static_cast<std::ptrdiff_t>(begin));
-      }
+      if (o.shuffle) portable_shuffle(std::span<std::int64_t>(order).subspan(begin), rng);
     }
   } else {
     // A streaming shuffle buffer, as a reader of large files would run it: samples enter in file
@@ -188,7 +185,7 @@ std::vector<std::int64_t> DistributedSampler::shard_mode_indices(std::int64_t ep
         }
       }
     }
-    portable_shuffle(buffer, rng);
+    portable_shuffle(std::span(buffer), rng);
     order.insert(order.end(), buffer.begin(), buffer.end());
   }
 

@@ -13,6 +13,13 @@
 #include "mnddp/error.hpp"
 
 namespace mnddp {
+namespace {
+
+int node_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+// The node's cores shared among its ranks, at least one.
+int cores_per_rank(const RankInfo& rank) { return std::max(1, node_cores() / std::max(1, rank.local_size)); }
+
+}  // namespace
 
 DeviceChoice select_device(DeviceRequest requested, const RankInfo& rank) {
   const int visible =
@@ -31,23 +38,20 @@ DeviceChoice select_device(DeviceRequest requested, const RankInfo& rank) {
 
 int resolve_loader_threads(int requested, int torch_threads, const RankInfo& rank, const Environment& env) {
   if (requested > 0) return requested;
-  int per_rank =
-      std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / std::max(1, rank.local_size));
+  int per_rank = cores_per_rank(rank);
   if (auto n = env_int(env, "SLURM_CPUS_PER_TASK"); n && *n > 0) per_rank = static_cast<int>(*n);
   return std::max(1, per_rank - torch_threads);
 }
 
 bool spare_core_per_rank(int torch_threads, const RankInfo& rank) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return cores >= std::max(1, rank.local_size) * (torch_threads + 1);
+  return node_cores() >= std::max(1, rank.local_size) * (torch_threads + 1);
 }
 
 int resolve_threads(int requested, const RankInfo& rank, const Environment& env) {
   if (requested > 0) return requested;
   if (auto n = env_int(env, "SLURM_CPUS_PER_TASK"); n && *n > 0) return static_cast<int>(*n);
   if (auto n = env_int(env, "OMP_NUM_THREADS"); n && *n > 0) return static_cast<int>(*n);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, rank.local_size));
+  return cores_per_rank(rank);
 }
 
 }  // namespace mnddp
