@@ -84,7 +84,6 @@ get_filename_component(MNDDP_TORCH_ROOT "${Torch_DIR}/../../.." ABSOLUTE)
 include("${Torch_DIR}/TorchConfigVersion.cmake")
 set(Torch_VERSION ${PACKAGE_VERSION})
 set(_torch_libdir "${MNDDP_TORCH_ROOT}/lib")
-find_library(MNDDP_TORCH_LIB torch PATHS ${_torch_libdir} NO_DEFAULT_PATH REQUIRED)
 find_library(MNDDP_TORCH_CPU_LIB torch_cpu PATHS ${_torch_libdir} NO_DEFAULT_PATH REQUIRED)
 find_library(MNDDP_C10_LIB c10 PATHS ${_torch_libdir} NO_DEFAULT_PATH REQUIRED)
 find_library(MNDDP_TORCH_CUDA_LIB torch_cuda PATHS ${_torch_libdir} NO_DEFAULT_PATH)
@@ -108,7 +107,11 @@ target_include_directories(mnddp::torch SYSTEM INTERFACE
   "${MNDDP_TORCH_ROOT}/include" "${MNDDP_TORCH_ROOT}/include/torch/csrc/api/include")
 # Since torch 2.7 the wheels use the C++11 ABI, which matches Debian's Boost, HDF5 and spdlog.
 target_compile_definitions(mnddp::torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
-target_link_libraries(mnddp::torch INTERFACE ${MNDDP_TORCH_LIB} ${MNDDP_TORCH_CPU_LIB} ${MNDDP_C10_LIB})
+# The CPU half only (libtorch_cpu, libc10): libtorch.so would pull in libtorch_cuda.so and, through it,
+# cuBLAS(Lt), cuSPARSE(Lt), cuFFT, nvJitLink... (~170 MB resident in every rank, GPU or not). A run
+# that may use a GPU loads the CUDA half at run time (src/train/torch_cuda.cpp); code that calls
+# c10::cuda/at::cuda directly (the GPU tests) links mnddp::torch_cuda.
+target_link_libraries(mnddp::torch INTERFACE ${MNDDP_TORCH_CPU_LIB} ${MNDDP_C10_LIB})
 set_property(TARGET mnddp::torch APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:-rpath,${_torch_libdir}")
 # libtorch.so and libtorch_cpu.so export their private copies of std::filesystem (built with a newer
 # GCC); whichever library comes first in DT_NEEDED wins symbol lookup, and torch's remove_all
@@ -134,7 +137,11 @@ if(NOT MNDDP_WITH_CUDA STREQUAL "OFF")
     if(CUDAToolkit_FOUND)
       set(MNDDP_HAVE_CUDA ON)
       set(MNDDP_CUDA_SUMMARY "${CUDAToolkit_VERSION}")
-      target_link_libraries(mnddp::torch INTERFACE ${MNDDP_TORCH_CUDA_LIB} ${MNDDP_C10_CUDA_LIB} CUDA::cudart)
+      add_library(mnddp::torch_cuda INTERFACE IMPORTED)
+      target_link_libraries(mnddp::torch_cuda INTERFACE mnddp::torch ${MNDDP_TORCH_CUDA_LIB} ${MNDDP_C10_CUDA_LIB}
+                                                        CUDA::cudart)
+      set_property(TARGET mnddp::torch_cuda APPEND PROPERTY INTERFACE_LINK_OPTIONS
+                   "LINKER:--push-state,--no-as-needed" "${MNDDP_TORCH_CUDA_LIB}" "LINKER:--pop-state")
     else()
       set(MNDDP_CUDA_SUMMARY "off (no CUDA toolkit found)")
     endif()
@@ -142,6 +149,11 @@ if(NOT MNDDP_WITH_CUDA STREQUAL "OFF")
   if(MNDDP_WITH_CUDA STREQUAL "ON" AND NOT MNDDP_HAVE_CUDA)
     message(FATAL_ERROR "mnddp: MNDDP_WITH_CUDA=ON but CUDA is ${MNDDP_CUDA_SUMMARY}")
   endif()
+endif()
+
+set(MNDDP_TORCH_CUDA_PATH "")
+if(MNDDP_HAVE_CUDA)
+  set(MNDDP_TORCH_CUDA_PATH "${MNDDP_TORCH_CUDA_LIB}")
 endif()
 
 if(MNDDP_HAVE_CUDA)

@@ -19,19 +19,12 @@
 #include "mnddp/train/lamb.hpp"
 #include "mnddp/train/lars.hpp"
 
-#if MNDDP_HAVE_CUDA
-#include <ATen/cuda/CUDAGeneratorImpl.h>
-#endif
-
 namespace mnddp {
 namespace {
 
 // This rank's RNG states: the CPU generator, and the CUDA generator of its device when it has one.
 at::Generator cuda_generator(c10::Device device) {
-#if MNDDP_HAVE_CUDA
-  if (device.is_cuda()) return at::cuda::detail::getDefaultCUDAGenerator(device.index());
-#endif
-  (void)device;
+  if (device.is_cuda()) return at::globalContext().defaultGenerator(device);
   return at::Generator();
 }
 

@@ -2,6 +2,7 @@
 #include "mnddp/comm/tensor_comm.hpp"
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <fmt/format.h>
 
 #include <array>
@@ -83,6 +84,11 @@ std::shared_ptr<CommWork> allreduce_async(Communicator& comm, at::Tensor& tensor
   const TensorCall marked;
   return comm.allreduce_async(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()),
                               to_comm_dtype(tensor.scalar_type()), op, producer_stream);
+}
+
+void* current_stream_of(const at::Tensor& tensor) {
+  if (!tensor.is_cuda()) return nullptr;
+  return c10::impl::getDeviceGuardImpl(c10::kCUDA)->getStream(tensor.device()).native_handle();
 }
 
 }  // namespace mnddp

@@ -10,15 +10,9 @@
 
 #include <unordered_set>
 
-#include "mnddp/build_config.hpp"
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
-
-#if MNDDP_HAVE_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
 
 namespace mnddp {
 namespace {
@@ -260,13 +254,7 @@ void Reducer::launch_complete_buckets() {
 }
 
 void Reducer::launch(Bucket& bucket) {
-  void* producer_stream = nullptr;
-#if MNDDP_HAVE_CUDA
-  if (bucket.flat.is_cuda()) {
-    auto stream = c10::cuda::getCurrentCUDAStream(bucket.flat.device().index());
-    producer_stream = stream.stream();
-  }
-#endif
+  void* producer_stream = current_stream_of(bucket.flat);
   if (bucket.prescaled) bucket.flat.mul_(1.0 / comm_.size());
   if (bucket.label.empty()) {
     const auto index =
@@ -305,12 +293,8 @@ void Reducer::finalize() {
   }
 
   const auto wait_start = Clock::now();
-  void* consumer_stream = nullptr;
-#if MNDDP_HAVE_CUDA
   // The parameters' device, named: the calling thread's current device need not be theirs.
-  if (params_.front().is_cuda())
-    consumer_stream = c10::cuda::getCurrentCUDAStream(params_.front().device().index()).stream();
-#endif
+  void* consumer_stream = current_stream_of(params_.front());
   for (auto& bucket : buckets_) bucket->work->wait(consumer_stream);
   // After every bucket, in the same order on every rank.
   const std::vector<bool> unused_everywhere =

@@ -11,13 +11,8 @@
 #include <ostream>
 #include <stdexcept>
 
-#include "mnddp/build_config.hpp"
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
-
-#if MNDDP_HAVE_CUDA
-#include <c10/cuda/CUDAStream.h>
-#endif
 
 namespace mnddp {
 namespace {
@@ -60,13 +55,11 @@ std::vector<std::int64_t> reduced_dims(const at::Tensor& input) {
 // blocking all-reduce (CUDA tensors staged through host memory).
 void allreduce_sum(Communicator& comm, at::Tensor& tensor, const char* label) {
   const CollectiveLabel named(label);
-#if MNDDP_HAVE_CUDA
   if (comm.uses_device_memory()) {
-    void* stream = c10::cuda::getCurrentCUDAStream(tensor.device().index()).stream();
+    void* stream = current_stream_of(tensor);
     allreduce_async(comm, tensor, ReduceOp::Sum, stream)->wait(stream);
     return;
   }
-#endif
   allreduce(comm, tensor, ReduceOp::Sum);
 }
 

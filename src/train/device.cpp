@@ -2,6 +2,7 @@
 #include "mnddp/train/device.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "mnddp/build_config.hpp"
 #include "mnddp/device_binding.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/train/torch_cuda.hpp"
 
 namespace mnddp {
 namespace {
@@ -22,8 +24,9 @@ int cores_per_rank(const RankInfo& rank) { return std::max(1, node_cores() / std
 }  // namespace
 
 DeviceChoice select_device(DeviceRequest requested, const RankInfo& rank) {
-  const int visible =
-      MNDDP_HAVE_CUDA && requested != DeviceRequest::Cpu ? static_cast<int>(torch::cuda::device_count()) : 0;
+  const TorchCuda cuda = load_torch_cuda(requested);  // before ATen is asked anything about CUDA
+  spdlog::debug("LibTorch's CUDA half: {}", cuda.detail);
+  const int visible = cuda.loaded ? static_cast<int>(torch::cuda::device_count()) : 0;
   if (requested == DeviceRequest::Cuda && visible == 0)
     throw UsageError(fmt::format(
         "--device cuda: no CUDA device is visible on {} ({})", rank.where(),

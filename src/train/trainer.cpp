@@ -4,6 +4,7 @@
 #include "mnddp/train/trainer.hpp"
 
 #include <ATen/ATen.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -14,7 +15,6 @@
 #include <optional>
 
 #include "mnddp/amp/autocast.hpp"
-#include "mnddp/build_config.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/observe/resources.hpp"
 #include "mnddp/preemption.hpp"
@@ -22,10 +22,6 @@
 #include "mnddp/train/gradient_check.hpp"
 #include "mnddp/train/optim.hpp"
 #include "training_run.hpp"
-
-#if MNDDP_HAVE_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
 
 namespace mnddp {
 namespace {
@@ -36,15 +32,10 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 // The most GPU memory torch's caching allocator held for tensors on `device` (0 on the CPU).
 double peak_gpu_mib(c10::Device device) {
-#if MNDDP_HAVE_CUDA
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const auto aggregate = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    return static_cast<double>(stats.allocated_bytes[aggregate].peak) / (1024.0 * 1024.0);
-  }
-#endif
-  (void)device;
-  return 0.0;
+  if (!device.is_cuda()) return 0.0;
+  const auto stats = c10::getDeviceAllocator(c10::kCUDA)->getDeviceStats(device.index());
+  const auto aggregate = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return static_cast<double>(stats.allocated_bytes[aggregate].peak) / (1024.0 * 1024.0);
 }
 
 }  // namespace

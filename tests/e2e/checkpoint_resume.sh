@@ -12,13 +12,6 @@ COMPARE=("$MNDDP_PYTHON" "$MNDDP_SOURCE_DIR/tests/e2e/compare_checkpoints.py")
 BASE=(--train-data "$WORK/data/train_*.h5" --val-data "$WORK/data/val_*.h5" --num-classes 4 --batch-size 8
   --epochs 3 --log-interval 5 --dropout 0.1 --hidden 32)
 
-check() {  # check NAME COMMAND...
-  local name=$1
-  shift
-  CASES=$((CASES + 1))
-  if "$@" >"$WORK/check.out" 2>&1; then pass "$name"; else fail "$name: $(cat "$WORK/check.out")"; fi
-}
-
 # straight NAME ARGS...: one uninterrupted run into $WORK/NAME-straight
 straight() {
   local name=$1

@@ -2,13 +2,6 @@
 # docs/CONFIG.md being the current generated reference.
 source "$(dirname "$0")/lib.sh"
 
-check() {  # check NAME CONDITION-COMMAND...
-  local name=$1
-  shift
-  CASES=$((CASES + 1))
-  if "$@"; then pass "$name"; else fail "$name"; fi
-}
-
 "$MNDDP_BIN" train --help >"$WORK/help" 2>&1
 check "train --help exits 0" test $? = 0
 check "help is grouped" grep -q "^Optimizer:" "$WORK/help"

@@ -11,6 +11,13 @@ CASES=0
 
 fail() { printf 'FAIL: %s\n' "$*"; FAILURES=$((FAILURES + 1)); }
 pass() { printf 'ok:   %s\n' "$*"; }
+# check NAME COMMAND...: one case, passed when COMMAND succeeds (its output shown when it fails).
+check() {
+  local name=$1
+  shift
+  CASES=$((CASES + 1))
+  if "$@" >"$WORK/check.out" 2>&1; then pass "$name"; else fail "$name: $(cat "$WORK/check.out")"; fi
+}
 
 # merge_options ARGS...: sets MERGED to ARGS with every option once, its last value winning. mnddp
 # refuses an option given twice; the tests build a run from a base list and overrides after it.

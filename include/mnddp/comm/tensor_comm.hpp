@@ -21,6 +21,11 @@ void broadcast(Communicator& comm, at::Tensor& tensor, int root);
 std::shared_ptr<CommWork> allreduce_async(Communicator& comm, at::Tensor& tensor, ReduceOp op,
                                           void* producer_stream = nullptr);
 
+// The cudaStream_t of torch's current stream on a CUDA tensor's device, for ordering a collective
+// after the work queued there (producer) or making the stream wait for it (consumer); nullptr for a
+// host tensor. Through c10's device-generic interface: the torch half links no CUDA library itself.
+void* current_stream_of(const at::Tensor& tensor);
+
 // Marks the calls made by these adapters, so that a test can tell tensor traffic from raw (control)
 // messages on a communicator (tests/mpi/test_control_plane.cpp).
 bool inside_tensor_call();
