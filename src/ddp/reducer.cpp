@@ -105,6 +105,10 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
                    static_cast<int>(p.device().index() + 1));
   }
   plan_ = plan_buckets(bytes, keys, options_.limits);
+  // One rank, no compression: the mean over ranks is each gradient itself, so there is nothing to
+  // stage, reduce or copy back, and autograd's gradients stay where it put them (as torch's
+  // zero_grad(set_to_none) leaves them: no fill, no accumulation pass, no copy).
+  solo_ = comm_.size() == 1 && options_.compression == GradCompression::None;
 
   bucket_of_.resize(params_.size());
   slot_of_.resize(params_.size());
@@ -123,7 +127,7 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
     const bool device_side = comm_.uses_device_memory() || first.device().is_cpu();
     auto buffer_options = at::TensorOptions().dtype(type).device(device_side ? first.device() : at::Device(at::kCPU));
     if (!device_side) buffer_options = buffer_options.pinned_memory(true);
-    bucket->flat = at::zeros({elements}, buffer_options);
+    if (!solo_) bucket->flat = at::zeros({elements}, buffer_options);
     // Half-precision buckets are divided before the sum so that it cannot overflow.
     bucket->prescaled = !options_.loss_prescaled && (type == at::kBFloat16 || type == at::kHalf);
     bucket->grads_are_views = device_side && type == first.scalar_type();
@@ -132,7 +136,7 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
 
   ready_.assign(params_.size(), false);
   locally_used_.assign(params_.size(), false);
-  if (options_.find_unused_parameters) {
+  if (options_.find_unused_parameters && !solo_) {
     const at::Tensor& first = params_.front();
     const bool device_side = comm_.uses_device_memory() && first.is_cuda();
     used_map_ =
@@ -164,14 +168,10 @@ Reducer::~Reducer() {
 
 void Reducer::zero_grad() {
   std::lock_guard lock(mutex_);
-  at::NoGradGuard no_grad;
-  for (auto& bucket : buckets_) {
-    if (bucket->grads_are_views) {
-      bucket->flat.zero_();  // one memset for every gradient of the bucket; they stay views
-      continue;
-    }
-    for (std::size_t i : bucket->members) params_[i].mutable_grad() = at::Tensor();
-  }
+  // Set to none, as torch's zero_grad does by default: backward's gradient is then moved into place
+  // (no accumulation pass over a zeroed buffer) and staged into its bucket by one copy, after which
+  // the gradient is a view of the bucket again until the next step.
+  for (auto& p : params_) p.mutable_grad() = at::Tensor();
 }
 
 void Reducer::set_sync(bool enabled) {
@@ -192,7 +192,7 @@ void Reducer::begin_step() {
 
 void Reducer::prepare_for_backward(const at::Tensor& loss) {
   std::lock_guard lock(mutex_);
-  if (!sync_) return;
+  if (!sync_ || solo_) return;
   begin_step();
   if (!options_.find_unused_parameters) return;
   const auto used = reachable_nodes(loss);
@@ -210,7 +210,7 @@ void Reducer::mark_ready(std::size_t index) {
   std::lock_guard lock(mutex_);
   // Use counts across no_sync micro-steps (PyTorch's local_used_map does the same).
   locally_used_[index] = true;
-  if (!sync_) return;
+  if (!sync_ || solo_) return;
   if (!step_active_) begin_step();
   if (ready_[index])
     throw Error(
@@ -271,6 +271,7 @@ void Reducer::launch(Bucket& bucket) {
 void Reducer::finalize() {
   std::lock_guard lock(mutex_);
   if (!sync_) return;
+  if (solo_) return finalize_alone();
   if (!step_active_) begin_step();  // this rank computed no gradient at all: it still takes part
   step_active_ = false;             // launches from here on are not overlapped
 
@@ -284,13 +285,7 @@ void Reducer::finalize() {
     stage_current_gradient(i);
   }
   launch_complete_buckets();
-  if (!missing.empty() && !options_.find_unused_parameters && !warned_missing_) {
-    warned_missing_ = true;
-    spdlog::warn(
-        "DDP: parameter '{}' (and {} more) got no gradient in this backward pass; it is averaged as zero. "
-        "--find-unused-parameters lets such buckets start during backward",
-        names_[missing.front()], missing.size() - 1);
-  }
+  if (!missing.empty() && !options_.find_unused_parameters) warn_missing_once(missing.front(), missing.size());
 
   const auto wait_start = Clock::now();
   // The parameters' device, named: the calling thread's current device need not be theirs.
@@ -319,6 +314,35 @@ void Reducer::finalize() {
   }
   for (auto& bucket : buckets_) bucket->work.reset();
   std::fill(locally_used_.begin(), locally_used_.end(), false);
+}
+
+void Reducer::finalize_alone() {
+  stats_ = ReducerStats{};
+  std::size_t missing = 0;
+  std::size_t first_missing = 0;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (locally_used_[i]) continue;
+    at::Tensor& param = params_[i];
+    // The same outcomes as on N ranks: no gradient where no rank used the parameter
+    // (find_unused_parameters), else whatever it holds, or zeros.
+    if (options_.find_unused_parameters) {
+      param.mutable_grad() = at::Tensor();
+      continue;
+    }
+    if (missing++ == 0) first_missing = i;
+    if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
+  }
+  if (missing > 0) warn_missing_once(first_missing, missing);
+  std::fill(locally_used_.begin(), locally_used_.end(), false);
+}
+
+void Reducer::warn_missing_once(std::size_t first, std::size_t count) {
+  if (warned_missing_) return;
+  warned_missing_ = true;
+  spdlog::warn(
+      "DDP: parameter '{}' (and {} more) got no gradient in this backward pass; it is averaged as zero. "
+      "--find-unused-parameters lets such buckets start during backward",
+      names_[first], count - 1);
 }
 
 std::vector<bool> Reducer::globally_unused() {

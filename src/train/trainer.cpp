@@ -149,7 +149,7 @@ double Trainer::train_step(Loader& loader, std::int64_t step, double lr) {
   TrainingRun& r = *run_;
   const int accum = r.config.grad_accum_steps;
   set_learning_rate(*r.optimizer, lr);
-  r.ddp->zero_grad();  // in place: gradients are views into the DDP buckets and stay so
+  r.ddp->zero_grad();  // not the optimizer's: DDP knows which gradients are views of its buckets
   r.faults.at_step_start(step);
   double step_loss = 0.0;
   for (int micro = 0; micro < accum; ++micro) {

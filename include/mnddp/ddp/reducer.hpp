@@ -59,8 +59,8 @@ class Reducer {
   // without a gradient.
   void finalize();
 
-  // Clears every gradient before a step. Gradients that are views into a bucket are zeroed in place
-  // (torch's Optimizer::zero_grad would detach_() them, which views do not allow).
+  // Clears every gradient before a step (sets it to none; torch's Optimizer::zero_grad would
+  // detach_() bucket views in place, which views do not allow).
   void zero_grad();
 
   // no_sync: while disabled, backward only accumulates gradients locally and finalize() does nothing.
@@ -83,6 +83,9 @@ class Reducer {
   // find_unused_parameters: all-reduces which parameters some rank used (comm, blocking); true
   // for each parameter no rank used.
   std::vector<bool> globally_unused();
+  // finalize() on one rank without compression (solo_): only the unused-parameter outcomes.
+  void finalize_alone();
+  void warn_missing_once(std::size_t first, std::size_t count);  // without find_unused_parameters
   void launch_complete_buckets();
   void launch(Bucket& bucket);
 
@@ -98,6 +101,7 @@ class Reducer {
   std::vector<std::uintptr_t> hook_keys_;
 
   std::mutex mutex_;
+  bool solo_ = false;  // one rank, no compression: gradients are never staged (see the constructor)
   bool sync_ = true;
   bool step_active_ = false;
   std::vector<bool> ready_;
