@@ -51,6 +51,11 @@ bool gradients_finite(const std::vector<at::Tensor>& parameters, std::int64_t st
   grads.reserve(parameters.size());
   for (const auto& p : parameters) grads.push_back(p.grad());
   if (all_finite(grads)) return true;
+  nonfinite_gradients_found(step, step_loss, policy, control);
+  return false;
+}
+
+void nonfinite_gradients_found(std::int64_t step, double step_loss, NonfiniteGradients policy, Communicator& control) {
   // Every rank is here (the gradients are the same everywhere): name each rank's loss.
   std::vector<double> losses(static_cast<std::size_t>(control.size()));
   control.allgather(&step_loss, losses.data(), 1, DType::F64);
@@ -61,7 +66,6 @@ bool gradients_finite(const std::vector<at::Tensor>& parameters, std::int64_t st
     throw Error(what + "; stopping (--on-nonfinite abort; 'skip' skips such steps)", kExitFailure,
                 /*collective=*/true);
   if (control.is_root()) spdlog::warn("{}; step skipped (--on-nonfinite skip)", what);
-  return false;
 }
 
 }  // namespace mnddp

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "mnddp/error.hpp"
+#include "mnddp/train/fused_sgd.hpp"
 #include "mnddp/train/lamb.hpp"
 #include "mnddp/train/lars.hpp"
 
@@ -81,7 +82,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
                          .weight_decay(config.weight_decay);
       auto excluded = options;
       excluded.weight_decay(0.0);
-      return std::make_unique<torch::optim::SGD>(param_groups(groups, options, excluded), options);
+      return std::make_unique<FusedSgd>(param_groups(groups, options, excluded), options);
     }
     case OptimizerKind::AdamW: {
       auto options = torch::optim::AdamWOptions(config.lr)

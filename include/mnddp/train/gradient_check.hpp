@@ -22,4 +22,8 @@ bool all_finite(const std::vector<at::Tensor>& tensors);
 bool gradients_finite(const std::vector<at::Tensor>& parameters, std::int64_t step, double step_loss,
                       NonfiniteGradients policy, Communicator& control);
 
+// The verdict once NaN/Inf was found (by gradients_finite, or by the optimizer's own pass: FusedSgd):
+// Abort throws the collective Error, Skip warns on rank 0. Every rank must call it.
+void nonfinite_gradients_found(std::int64_t step, double step_loss, NonfiniteGradients policy, Communicator& control);
+
 }  // namespace mnddp

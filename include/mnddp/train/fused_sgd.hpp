@@ -1,0 +1,28 @@
+// torch::optim::SGD with each parameter updated in one pass instead of torch's three or four (weight
+// decay, momentum's mul_ and add_, the update): the same float operations in the same order, fused
+// multiply-adds exactly where torch's kernels use them, so parameters, momentum buffers and
+// checkpoints stay bitwise torch's (tests/unit/test_fused_sgd.cpp checks it against torch's SGD). The
+// same pass reads each gradient's exponent bits, which makes the --on-nonfinite abort check free:
+// nonfinite_seen(). Dense float32 host tensors take the fused pass; anything else takes torch's own
+// operations.
+#pragma once
+
+#include <torch/optim/sgd.h>
+
+namespace mnddp {
+
+class FusedSgd final : public torch::optim::SGD {
+ public:
+  using torch::optim::SGD::SGD;
+  at::Tensor step(LossClosure closure = nullptr) override;
+
+  // Whether a host gradient the last step() read held a NaN or an infinity (device gradients are
+  // not looked at). The parameters it updated then hold garbage: a caller that sees it must stop
+  // (--on-nonfinite abort), not go on.
+  bool nonfinite_seen() const { return nonfinite_seen_; }
+
+ private:
+  bool nonfinite_seen_ = false;
+};
+
+}  // namespace mnddp

@@ -1,0 +1,150 @@
+// The one-pass SGD update (see the header). Every fused multiply-add is an explicit std::fma where
+// torch's kernel has one (its add with alpha is an FMA in the vector and the scalar loop alike); the
+// one plain product (b * m) feeds an fma, so the compiler has no a * b + c left to contract.
+#include "mnddp/train/fused_sgd.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "mnddp/train/gradient_check.hpp"
+
+namespace mnddp {
+namespace {
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MNDDP_FMA_CLONE __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define MNDDP_FMA_CLONE
+#endif
+
+struct SgdScalars {
+  float weight_decay;
+  float momentum;
+  float dampened;  // 1 - dampening, as torch's add_ takes its alpha: converted to float
+  float step;      // -lr
+};
+
+// Torch's SGD::step per element (g: the gradient, b: the momentum buffer), as its kernels compute:
+//   d = g.add(p, wd)          -> fma(p, wd, g)
+//   b = clone(d)              (first step)   or   b = b.mul_(m).add_(d, 1 - dampening) -> fma(d, 1 - dampening, b * m)
+//   d = d.add(b, m)           (nesterov)     -> fma(b, m, d);   else d = b
+//   p.add_(d, -lr)            -> fma(d, -lr, p)
+// Returns the largest exponent field among the gradients (all ones: one was NaN/Inf).
+template <bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
+[[gnu::always_inline]] inline std::uint32_t sgd_elements(float* __restrict p, const float* __restrict g,
+                                                         float* __restrict b, std::int64_t n, SgdScalars s) {
+  std::uint32_t worst = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    std::uint32_t bits;
+    std::memcpy(&bits, &gi, sizeof(bits));
+    worst = std::max(worst, bits & 0x7f800000u);
+    float d = kDecay ? std::fma(p[i], s.weight_decay, gi) : gi;
+    if constexpr (kMomentum) {
+      const float bi = kFirst ? d : std::fma(d, s.dampened, b[i] * s.momentum);
+      b[i] = bi;
+      d = kNesterov ? std::fma(bi, s.momentum, d) : bi;
+    }
+    p[i] = std::fma(d, s.step, p[i]);
+  }
+  return worst;
+}
+
+template <bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
+MNDDP_FMA_CLONE std::uint32_t sgd_pass(float* p, const float* g, float* b, std::int64_t n, SgdScalars s) {
+  // Fixed-size blocks, so that -O2 vectorises the body (the tensors never overlap: fusable()).
+  constexpr std::int64_t kBlock = 256;
+  std::uint32_t worst = 0;
+  std::int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock)
+    worst = std::max(
+        worst, sgd_elements<kDecay, kMomentum, kFirst, kNesterov>(p + i, g + i, kMomentum ? b + i : b, kBlock, s));
+  return std::max(worst,
+                  sgd_elements<kDecay, kMomentum, kFirst, kNesterov>(p + i, g + i, kMomentum ? b + i : b, n - i, s));
+}
+
+using Pass = std::uint32_t (*)(float*, const float*, float*, std::int64_t, SgdScalars);
+
+template <bool kDecay, bool kMomentum>
+Pass pick(bool first, bool nesterov) {
+  if (!kMomentum) return &sgd_pass<kDecay, false, false, false>;
+  if (first) return nesterov ? &sgd_pass<kDecay, true, true, true> : &sgd_pass<kDecay, true, true, false>;
+  return nesterov ? &sgd_pass<kDecay, true, false, true> : &sgd_pass<kDecay, true, false, false>;
+}
+
+// Float32 on the host, dense, all laid out alike (a channels-last weight, its gradient and its
+// buffer share strides): element i of one is element i of the others.
+bool fusable(const at::Tensor& p, const at::Tensor& g, const at::Tensor* buffer) {
+  auto alike = [&](const at::Tensor& t) {
+    return t.is_cpu() && t.scalar_type() == at::kFloat && t.is_non_overlapping_and_dense() &&
+           t.strides() == p.strides() && t.sizes() == p.sizes();
+  };
+  return alike(p) && alike(g) && (buffer == nullptr || alike(*buffer)) && !p.is_same(g) &&
+         (buffer == nullptr || (!buffer->is_same(p) && !buffer->is_same(g)));
+}
+
+}  // namespace
+
+at::Tensor FusedSgd::step(LossClosure closure) {
+  at::NoGradGuard no_grad;
+  at::Tensor loss;
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  nonfinite_seen_ = false;
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const torch::optim::SGDOptions&>(group.options());
+    const double weight_decay = options.weight_decay();
+    const double momentum = options.momentum();
+    const SgdScalars scalars{static_cast<float>(weight_decay), static_cast<float>(momentum),
+                             static_cast<float>(1 - options.dampening()), static_cast<float>(-1 * options.lr())};
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const at::Tensor& grad = p.grad();
+      auto found = state_.find(p.unsafeGetTensorImpl());
+      const bool first = found == state_.end();
+      at::Tensor buffer;
+      if (momentum != 0 && !first) buffer = static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer();
+      if (fusable(p, grad, buffer.defined() ? &buffer : nullptr)) {
+        if (momentum != 0 && first) {
+          buffer = at::empty_like(p);  // the pass writes it (torch: clone(d), same strides)
+          auto state = std::make_unique<torch::optim::SGDParamState>();
+          state->momentum_buffer(buffer);
+          state_[p.unsafeGetTensorImpl()] = std::move(state);
+        }
+        const Pass pass = weight_decay != 0 ? (momentum != 0 ? pick<true, true>(first, options.nesterov())
+                                                             : pick<true, false>(first, options.nesterov()))
+                                            : (momentum != 0 ? pick<false, true>(first, options.nesterov())
+                                                             : pick<false, false>(first, options.nesterov()));
+        const std::uint32_t worst = pass(p.data_ptr<float>(), grad.const_data_ptr<float>(),
+                                         buffer.defined() ? buffer.data_ptr<float>() : nullptr, p.numel(), scalars);
+        if (worst == 0x7f800000u) nonfinite_seen_ = true;
+        continue;
+      }
+      // torch's own operations (torch/csrc/api/src/optim/sgd.cpp), for what the pass does not take.
+      // Host gradients are checked here too; a device one would cost a synchronisation each.
+      if (grad.is_cpu() && !all_finite({grad})) nonfinite_seen_ = true;
+      at::Tensor d = grad;
+      if (weight_decay != 0) d = d.add(p, weight_decay);
+      if (momentum != 0) {
+        if (first) {
+          buffer = at::clone(d).detach();
+          auto state = std::make_unique<torch::optim::SGDParamState>();
+          state->momentum_buffer(buffer);
+          state_[p.unsafeGetTensorImpl()] = std::move(state);
+        } else {
+          buffer.mul_(momentum).add_(d, 1 - options.dampening());
+        }
+        d = options.nesterov() ? d.add(buffer, momentum) : buffer;
+      }
+      p.add_(d, -1 * options.lr());
+    }
+  }
+  return loss;
+}
+
+}  // namespace mnddp
