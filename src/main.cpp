@@ -81,10 +81,11 @@ TrainingConfig agree_on_config(Communicator& comm, const std::vector<std::string
 // The rank's torch threads (returned) and whether its channel threads may poll: the same for
 // training and evaluation. (Decode threads resolve where the reader is made: reader_options.)
 int configure_threads(const TrainingConfig& config, const RankInfo& rank) {
-  const int threads = resolve_threads(config.threads, rank, environment_from_process());
+  const Environment env = environment_from_process();
+  const int threads = resolve_threads(config.threads, rank, env);
   at::set_num_threads(threads);
   at::set_num_interop_threads(1);
-  set_channel_spin(spare_core_per_rank(threads, rank));
+  set_channel_spin(spare_core_per_rank(threads, rank, env));
   return threads;
 }
 

@@ -20,6 +20,12 @@ namespace {
 int node_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 // The node's cores shared among its ranks, at least one.
 int cores_per_rank(const RankInfo& rank) { return std::max(1, node_cores() / std::max(1, rank.local_size)); }
+// The cores this rank may use: Slurm's --cpus-per-task where it is set (its cgroup limits the rank to
+// them, while the node reports all its cores), else an even share of the node.
+int rank_cores(const RankInfo& rank, const Environment& env) {
+  if (auto n = env_int(env, "SLURM_CPUS_PER_TASK"); n && *n > 0) return static_cast<int>(*n);
+  return cores_per_rank(rank);
+}
 
 }  // namespace
 
@@ -41,13 +47,11 @@ DeviceChoice select_device(DeviceRequest requested, const RankInfo& rank) {
 
 int resolve_loader_threads(int requested, int torch_threads, const RankInfo& rank, const Environment& env) {
   if (requested > 0) return requested;
-  int per_rank = cores_per_rank(rank);
-  if (auto n = env_int(env, "SLURM_CPUS_PER_TASK"); n && *n > 0) per_rank = static_cast<int>(*n);
-  return std::max(1, per_rank - torch_threads);
+  return std::max(1, rank_cores(rank, env) - torch_threads);
 }
 
-bool spare_core_per_rank(int torch_threads, const RankInfo& rank) {
-  return node_cores() >= std::max(1, rank.local_size) * (torch_threads + 1);
+bool spare_core_per_rank(int torch_threads, const RankInfo& rank, const Environment& env) {
+  return rank_cores(rank, env) >= torch_threads + 1;
 }
 
 int resolve_threads(int requested, const RankInfo& rank, const Environment& env) {

@@ -26,9 +26,10 @@ DeviceChoice select_device(DeviceRequest requested, const RankInfo& rank);
 
 // --threads 0: SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS, else cores / ranks on this node.
 int resolve_threads(int requested, const RankInfo& rank, const Environment& env);
-// True when this node has a core for every rank's torch threads and one more (its communication
-// thread): then polling hand-offs cost no one anything.
-bool spare_core_per_rank(int torch_threads, const RankInfo& rank);
+// True when the rank has a core for its torch threads and one more (its communication thread): then
+// polling hand-offs cost no one anything. The rank's cores: SLURM_CPUS_PER_TASK, else cores / ranks
+// on this node.
+bool spare_core_per_rank(int torch_threads, const RankInfo& rank, const Environment& env);
 
 // --loader-threads 0: the rank's cores (SLURM_CPUS_PER_TASK, else cores / ranks on this node) less
 // `torch_threads`, at least 1.
