@@ -342,8 +342,7 @@ std::vector<OptionSpec> build_table() {
   t.choice("backend", &C::backend, "gradient all-reduce backend: auto picks nccl when every rank has a GPU");
   t.choice("device", &C::device,
            "compute device: auto picks cuda when a GPU is visible. LibTorch's CUDA libraries (~230 MB of memory per "
-           "rank) are "
-           "loaded only for cuda, and for auto where a CUDA driver (libcuda.so.1) exists");
+           "rank) are loaded only for cuda, and for auto where a CUDA driver (libcuda.so.1) exists");
   t.add("collective-timeout", &C::collective_timeout,
         "seconds a collective may stay unfinished before the watchdog explains where every rank is and aborts "
         "the job (exit code 4); must exceed the longest rank-0-only work, such as scanning many shards",

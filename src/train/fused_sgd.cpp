@@ -88,6 +88,13 @@ bool fusable(const at::Tensor& p, const at::Tensor& g, const at::Tensor* buffer)
 
 }  // namespace
 
+at::Tensor FusedSgd::keep_momentum_buffer(const at::Tensor& param, at::Tensor buffer) {
+  auto state = std::make_unique<torch::optim::SGDParamState>();
+  state->momentum_buffer(buffer);
+  state_[param.unsafeGetTensorImpl()] = std::move(state);
+  return buffer;
+}
+
 at::Tensor FusedSgd::step(LossClosure closure) {
   at::NoGradGuard no_grad;
   at::Tensor loss;
@@ -110,12 +117,7 @@ at::Tensor FusedSgd::step(LossClosure closure) {
       at::Tensor buffer;
       if (momentum != 0 && !first) buffer = static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer();
       if (fusable(p, grad, buffer.defined() ? &buffer : nullptr)) {
-        if (momentum != 0 && first) {
-          buffer = at::empty_like(p);  // the pass writes it (torch: clone(d), same strides)
-          auto state = std::make_unique<torch::optim::SGDParamState>();
-          state->momentum_buffer(buffer);
-          state_[p.unsafeGetTensorImpl()] = std::move(state);
-        }
+        if (momentum != 0 && first) buffer = keep_momentum_buffer(p, at::empty_like(p));  // the pass writes it
         const Pass pass = weight_decay != 0 ? (momentum != 0 ? pick<true, true>(first, options.nesterov())
                                                              : pick<true, false>(first, options.nesterov()))
                                             : (momentum != 0 ? pick<false, true>(first, options.nesterov())
@@ -132,10 +134,7 @@ at::Tensor FusedSgd::step(LossClosure closure) {
       if (weight_decay != 0) d = d.add(p, weight_decay);
       if (momentum != 0) {
         if (first) {
-          buffer = at::clone(d).detach();
-          auto state = std::make_unique<torch::optim::SGDParamState>();
-          state->momentum_buffer(buffer);
-          state_[p.unsafeGetTensorImpl()] = std::move(state);
+          buffer = keep_momentum_buffer(p, at::clone(d).detach());
         } else {
           buffer.mul_(momentum).add_(d, 1 - options.dampening());
         }

@@ -22,6 +22,10 @@ class FusedSgd final : public torch::optim::SGD {
   bool nonfinite_seen() const { return nonfinite_seen_; }
 
  private:
+  // A parameter's first step: its momentum buffer (torch's clone of the update's gradient; the
+  // pass writes it in place) becomes the parameter's state. Returns it.
+  at::Tensor keep_momentum_buffer(const at::Tensor& param, at::Tensor buffer);
+
   bool nonfinite_seen_ = false;
 };
 
