@@ -4,6 +4,8 @@
 //   overhead  1 rank: a training step with DDP vs the same step without it
 //   nonfinite 1 rank: the --on-nonfinite check (all_finite over every gradient) as a share of a
 //             training step, against torch's isfinite().all() per gradient (the check before)
+//   optimizer 1 rank: the optimizer step of the comparison's workloads, mnddp's one-pass FusedSgd and
+//             FusedAdamW against torch::optim's SGD and AdamW, each as a share of the training step
 // Each pair is measured alternately in one run; medians are reported.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -19,6 +21,8 @@
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/ddp/ddp.hpp"
 #include "mnddp/model/models.hpp"
+#include "mnddp/train/fused_adamw.hpp"
+#include "mnddp/train/fused_sgd.hpp"
 #include "mnddp/train/gradient_check.hpp"
 
 #include "bench_util.hpp"
@@ -186,28 +190,40 @@ std::vector<Workload> comparison_workloads() {
           {"gpt-small", gpt, 16}};
 }
 
+// One random batch of the workload: tokens and next tokens for GPT, samples and class labels otherwise.
+std::pair<at::Tensor, at::Tensor> random_batch(const Workload& workload) {
+  std::vector<std::int64_t> shape = {workload.batch};
+  shape.insert(shape.end(), workload.spec.input_shape.begin(), workload.spec.input_shape.end());
+  if (workload.spec.kind == ModelKind::Gpt)
+    return {at::randint(0, workload.spec.num_outputs, shape), at::randint(0, workload.spec.num_outputs, shape)};
+  return {at::randn(shape), at::randint(0, 10, {workload.batch})};
+}
+
+// The step's forward and backward on one rank, as the trainer takes them (DDP alone: no copies).
+double forward_backward(DistributedDataParallel& ddp, Model& net, const Workload& workload, const at::Tensor& x,
+                        const at::Tensor& y) {
+  const bool lm = workload.spec.kind == ModelKind::Gpt;
+  const auto t = Clock::now();
+  ddp.zero_grad();
+  at::Tensor out = net.forward(x);
+  at::Tensor loss = torch::nn::functional::cross_entropy(lm ? out.flatten(0, 1) : out, lm ? y.flatten() : y);
+  loss = ddp.scale_loss(loss);
+  ddp.prepare_for_backward(loss);
+  loss.backward();
+  ddp.finalize();
+  return seconds_since(t);
+}
+
 void bench_nonfinite(MpiComm& world, const Workload& workload, int reps) {
   torch::manual_seed(1);
   std::shared_ptr<Model> net = make_model(workload.spec);
   DistributedDataParallel ddp(net, world, trainer_options());
-  const bool lm = workload.spec.kind == ModelKind::Gpt;
-  std::vector<std::int64_t> shape = {workload.batch};
-  shape.insert(shape.end(), workload.spec.input_shape.begin(), workload.spec.input_shape.end());
-  const at::Tensor x = lm ? at::randint(0, workload.spec.num_outputs, shape) : at::randn(shape);
-  const at::Tensor y = lm ? at::randint(0, workload.spec.num_outputs, shape) : at::randint(0, 10, {workload.batch});
+  const auto [x, y] = random_batch(workload);
   const auto params = net->parameters();
   std::vector<double> step_s, ours_s, torch_s;
   for (int rep = 0; rep < reps + 2; ++rep) {
+    const double step = forward_backward(ddp, *net, workload, x, y);
     auto t = Clock::now();
-    ddp.zero_grad();
-    at::Tensor out = net->forward(x);
-    at::Tensor loss = torch::nn::functional::cross_entropy(lm ? out.flatten(0, 1) : out, lm ? y.flatten() : y);
-    loss = ddp.scale_loss(loss);
-    ddp.prepare_for_backward(loss);
-    loss.backward();
-    ddp.finalize();
-    const double step = seconds_since(t);
-    t = Clock::now();
     std::vector<at::Tensor> grads;
     for (const auto& p : params) grads.push_back(p.grad());
     const bool finite = all_finite(grads);
@@ -230,6 +246,58 @@ void bench_nonfinite(MpiComm& world, const Workload& workload, int reps) {
                 static_cast<double>(numel) * 4.0 / 1e6, median(step_s) * 1e3, median(ours_s) * 1e3,
                 median(ours_s) / median(step_s) * 100.0, median(torch_s) * 1e3,
                 median(torch_s) / median(step_s) * 100.0);
+  }
+}
+
+// The comparison's optimizer on each side: SGD with momentum 0.9, AdamW for GPT (bench/compare.py).
+struct OptimizerPair {
+  std::unique_ptr<torch::optim::Optimizer> ours, torch;
+};
+
+OptimizerPair optimizers_for(const Workload& workload, const std::vector<at::Tensor>& ours,
+                             const std::vector<at::Tensor>& theirs) {
+  if (workload.spec.kind == ModelKind::Gpt) {
+    const auto options = torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).weight_decay(0.1);
+    return {std::make_unique<FusedAdamW>(ours, options), std::make_unique<torch::optim::AdamW>(theirs, options)};
+  }
+  const auto options = torch::optim::SGDOptions(0.05).momentum(0.9);
+  return {std::make_unique<FusedSgd>(ours, options), std::make_unique<torch::optim::SGD>(theirs, options)};
+}
+
+void bench_optimizer(MpiComm& world, const Workload& workload, int reps) {
+  torch::manual_seed(1);
+  std::shared_ptr<Model> net = make_model(workload.spec);
+  DistributedDataParallel ddp(net, world, trainer_options());
+  const bool lm = workload.spec.kind == ModelKind::Gpt;
+  const auto [x, y] = random_batch(workload);
+  // The model's own parameters and gradients for ours; detached copies with the same gradients for
+  // torch's (both drift apart over the repetitions: the arithmetic per element is what is timed).
+  const auto params = net->parameters();
+  std::vector<at::Tensor> copies;
+  for (const auto& p : params) copies.push_back(p.detach().clone().set_requires_grad(true));
+  OptimizerPair pair = optimizers_for(workload, params, copies);
+  std::vector<double> step_s, ours_s, torch_s;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    const double step = forward_backward(ddp, *net, workload, x, y);
+    for (std::size_t i = 0; i < params.size(); ++i) copies[i].mutable_grad() = params[i].grad().clone();
+    auto t = Clock::now();
+    pair.ours->step();
+    const double ours = seconds_since(t);
+    t = Clock::now();
+    pair.torch->step();
+    const double theirs = seconds_since(t);
+    if (rep < 2) continue;
+    step_s.push_back(step + ours);  // the trainer's step includes the optimizer
+    ours_s.push_back(ours);
+    torch_s.push_back(theirs);
+  }
+  if (world.is_root()) {
+    std::int64_t numel = 0;
+    for (const auto& p : params) numel += p.numel();
+    std::printf("%-10s %-6s %10.2f %10.2f %10.3f %9.2f%% %10.3f %9.2f%% %8.2f\n", workload.name.c_str(),
+                lm ? "adamw" : "sgd", static_cast<double>(numel) * 4.0 / 1e6, median(step_s) * 1e3,
+                median(ours_s) * 1e3, median(ours_s) / median(step_s) * 100.0, median(torch_s) * 1e3,
+                median(torch_s) / median(step_s) * 100.0, median(torch_s) / median(ours_s));
   }
 }
 
@@ -296,8 +364,17 @@ int main(int argc, char** argv) {
             "isfinite().all() per gradient\n%-10s %10s %10s %10s %10s %10s %10s\n",
             world.size(), reps, "model", "grads(MB)", "step(ms)", "ours(ms)", "share", "torch(ms)", "share");
       for (const Workload& workload : comparison_workloads()) bench_nonfinite(world, workload, reps);
+    } else if (mode == "optimizer") {
+      if (world.is_root())
+        std::printf(
+            "# optimizer step on %d rank(s), median of %d steps: mnddp's fused pass vs torch::optim's\n"
+            "%-10s %-6s %10s %10s %10s %10s %10s %10s %8s\n",
+            world.size(), reps, "model", "optim", "params(MB)", "step(ms)", "ours(ms)", "share", "torch(ms)", "share",
+            "speedup");
+      for (const Workload& workload : comparison_workloads()) bench_optimizer(world, workload, reps);
     } else {
-      if (world.is_root()) std::fprintf(stderr, "usage: mnddp-bench-ddp sync|overlap|overhead|nonfinite [reps]\n");
+      if (world.is_root())
+        std::fprintf(stderr, "usage: mnddp-bench-ddp sync|overlap|overhead|nonfinite|optimizer [reps]\n");
     }
   }
   MPI_Finalize();

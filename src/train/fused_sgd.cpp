@@ -7,18 +7,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
+#include "fused_pass.hpp"
 #include "mnddp/train/gradient_check.hpp"
 
 namespace mnddp {
 namespace {
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define MNDDP_FMA_CLONE __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define MNDDP_FMA_CLONE
-#endif
 
 struct SgdScalars {
   float weight_decay;
@@ -39,9 +33,7 @@ template <bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
   std::uint32_t worst = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const float gi = g[i];
-    std::uint32_t bits;
-    std::memcpy(&bits, &gi, sizeof(bits));
-    worst = std::max(worst, bits & 0x7f800000u);
+    worst = std::max(worst, fused::exponent_field(gi));
     float d = kDecay ? std::fma(p[i], s.weight_decay, gi) : gi;
     if constexpr (kMomentum) {
       const float bi = kFirst ? d : std::fma(d, s.dampened, b[i] * s.momentum);
@@ -55,7 +47,7 @@ template <bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
 
 template <bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
 MNDDP_FMA_CLONE std::uint32_t sgd_pass(float* p, const float* g, float* b, std::int64_t n, SgdScalars s) {
-  // Fixed-size blocks, so that -O2 vectorises the body (the tensors never overlap: fusable()).
+  // Fixed-size blocks, so that -O2 vectorises the body (the tensors never overlap: fused::fusable).
   constexpr std::int64_t kBlock = 256;
   std::uint32_t worst = 0;
   std::int64_t i = 0;
@@ -75,17 +67,6 @@ Pass pick(bool first, bool nesterov) {
   return nesterov ? &sgd_pass<kDecay, true, false, true> : &sgd_pass<kDecay, true, false, false>;
 }
 
-// Float32 on the host, dense, all laid out alike (a channels-last weight, its gradient and its
-// buffer share strides): element i of one is element i of the others.
-bool fusable(const at::Tensor& p, const at::Tensor& g, const at::Tensor* buffer) {
-  auto alike = [&](const at::Tensor& t) {
-    return t.is_cpu() && t.scalar_type() == at::kFloat && t.is_non_overlapping_and_dense() &&
-           t.strides() == p.strides() && t.sizes() == p.sizes();
-  };
-  return alike(p) && alike(g) && (buffer == nullptr || alike(*buffer)) && !p.is_same(g) &&
-         (buffer == nullptr || (!buffer->is_same(p) && !buffer->is_same(g)));
-}
-
 }  // namespace
 
 at::Tensor FusedSgd::keep_momentum_buffer(const at::Tensor& param, at::Tensor buffer) {
@@ -96,12 +77,8 @@ at::Tensor FusedSgd::keep_momentum_buffer(const at::Tensor& param, at::Tensor bu
 }
 
 at::Tensor FusedSgd::step(LossClosure closure) {
+  const at::Tensor loss = fused::closure_loss(closure);
   at::NoGradGuard no_grad;
-  at::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
   nonfinite_seen_ = false;
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::SGDOptions&>(group.options());
@@ -116,7 +93,7 @@ at::Tensor FusedSgd::step(LossClosure closure) {
       const bool first = found == state_.end();
       at::Tensor buffer;
       if (momentum != 0 && !first) buffer = static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer();
-      if (fusable(p, grad, buffer.defined() ? &buffer : nullptr)) {
+      if (fused::fusable(p, {&grad, &buffer})) {
         if (momentum != 0 && first) buffer = keep_momentum_buffer(p, at::empty_like(p));  // the pass writes it
         const Pass pass = weight_decay != 0 ? (momentum != 0 ? pick<true, true>(first, options.nesterov())
                                                              : pick<true, false>(first, options.nesterov()))
@@ -124,7 +101,7 @@ at::Tensor FusedSgd::step(LossClosure closure) {
                                                              : pick<false, false>(first, options.nesterov()));
         const std::uint32_t worst = pass(p.data_ptr<float>(), grad.const_data_ptr<float>(),
                                          buffer.defined() ? buffer.data_ptr<float>() : nullptr, p.numel(), scalars);
-        if (worst == 0x7f800000u) nonfinite_seen_ = true;
+        if (worst == fused::kAllOnes) nonfinite_seen_ = true;
         continue;
       }
       // torch's own operations (torch/csrc/api/src/optim/sgd.cpp), for what the pass does not take.

@@ -3,8 +3,6 @@
 #include "mnddp/train/optim.hpp"
 
 #include <spdlog/spdlog.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +10,7 @@
 #include <stdexcept>
 
 #include "mnddp/error.hpp"
+#include "mnddp/train/fused_adamw.hpp"
 #include "mnddp/train/fused_sgd.hpp"
 #include "mnddp/train/lamb.hpp"
 #include "mnddp/train/lars.hpp"
@@ -91,7 +90,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
                          .weight_decay(config.weight_decay);
       auto excluded = options;
       excluded.weight_decay(0.0);
-      return std::make_unique<torch::optim::AdamW>(param_groups(groups, options, excluded), options);
+      return std::make_unique<FusedAdamW>(param_groups(groups, options, excluded), options);
     }
     case OptimizerKind::Lars: {
       auto options = LarsOptions(config.lr)

@@ -18,8 +18,8 @@
 #include "mnddp/error.hpp"
 #include "mnddp/observe/resources.hpp"
 #include "mnddp/preemption.hpp"
+#include "mnddp/train/checks_gradients.hpp"
 #include "mnddp/train/device_batch.hpp"
-#include "mnddp/train/fused_sgd.hpp"
 #include "mnddp/train/gradient_check.hpp"
 #include "mnddp/train/optim.hpp"
 #include "training_run.hpp"
@@ -188,19 +188,19 @@ void Trainer::apply_gradients(std::int64_t step, double step_loss) {
   TrainingRun& r = *run_;
   // Gradients are identical on every rank now, so every rank takes (or skips) the same step.
   const bool check = !r.scaler->enabled();
-  // --on-nonfinite abort with host SGD: the optimizer's one pass reads every gradient anyway and
-  // tells afterwards (the parameters it wrote are then dropped with the run). Skip must know before.
-  auto* checking_sgd = check && r.config.on_nonfinite == NonfiniteGradients::Abort && r.device.device.is_cpu()
-                           ? dynamic_cast<FusedSgd*>(r.optimizer.get())
-                           : nullptr;
-  if (check && checking_sgd == nullptr &&
+  // --on-nonfinite abort with host SGD or AdamW: the optimizer's one pass reads every gradient anyway
+  // and tells afterwards (the parameters it wrote are then dropped with the run). Skip must know before.
+  auto* checking_optimizer = check && r.config.on_nonfinite == NonfiniteGradients::Abort && r.device.device.is_cpu()
+                                 ? dynamic_cast<ChecksGradients*>(r.optimizer.get())
+                                 : nullptr;
+  if (check && checking_optimizer == nullptr &&
       !gradients_finite(r.model->parameters(), step, step_loss, r.config.on_nonfinite, r.control)) {
     ++r.skipped_steps;  // --on-nonfinite skip (abort has thrown)
     r.ddp->zero_grad();
   } else if (r.scaler->unscale(r.model->parameters())) {
     if (r.config.grad_clip > 0.0) torch::nn::utils::clip_grad_norm_(r.model->parameters(), r.config.grad_clip);
     r.optimizer->step();
-    if (checking_sgd != nullptr && checking_sgd->nonfinite_seen())
+    if (checking_optimizer != nullptr && checking_optimizer->nonfinite_seen())
       nonfinite_gradients_found(step, step_loss, r.config.on_nonfinite, r.control);  // throws
   } else {
     ++r.skipped_steps;

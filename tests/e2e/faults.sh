@@ -39,6 +39,10 @@ expect_fault "NaN loss on rank 1, --on-nonfinite abort" 1 "mnddp: error: step 20
 CASES=$((CASES + 1))
 if [ "$(grep -c 'mnddp: error:' <<<"$ERR")" = 1 ]; then pass "NaN abort: one message"; else fail "NaN abort: $ERR"; fi
 
+# The same with AdamW, whose one pass finds the NaN (no separate scan of the gradients).
+run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --optimizer adamw --lr 1e-3 --inject-fault nan-loss@20:1
+expect_fault "NaN loss on rank 1 under AdamW, --on-nonfinite abort" 1 "mnddp: error: step 20: NaN/Inf" "nan on rank 1"
+
 run_mpi 2 60 "${BASE[@]}" --inject-fault nan-loss@20:1 --on-nonfinite skip
 CASES=$((CASES + 1))
 if [ "$RC" = 0 ] && [ "$(grep -c 'step skipped (--on-nonfinite skip)' <<<"$OUT$ERR")" = 1 ]; then

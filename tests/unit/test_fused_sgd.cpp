@@ -5,35 +5,22 @@
 #include <gtest/gtest.h>
 #include <torch/optim/sgd.h>
 
-#include <limits>
 #include <vector>
 
+#include "fused_optimizer_checks.hpp"
 #include "mnddp/train/fused_sgd.hpp"
 
 namespace mnddp {
 namespace {
 
+using fused_checks::clones;
+using fused_checks::make_params;
+using fused_checks::Shapes;
+
 struct Case {
   double momentum, dampening, weight_decay;
   bool nesterov;
 };
-
-std::vector<at::Tensor> make_params(const std::vector<std::vector<std::int64_t>>& shapes, at::ScalarType type,
-                                    bool channels_last) {
-  std::vector<at::Tensor> params;
-  for (const auto& shape : shapes) {
-    at::Tensor p = at::randn(shape, at::TensorOptions().dtype(type));
-    if (channels_last && shape.size() == 4) p = p.contiguous(at::MemoryFormat::ChannelsLast);
-    params.push_back(p.set_requires_grad(true));
-  }
-  return params;
-}
-
-std::vector<at::Tensor> clones(const std::vector<at::Tensor>& params) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : params) out.push_back(p.detach().clone().set_requires_grad(true));
-  return out;
-}
 
 // Several steps with the same fresh gradients on both sides; true when everything stayed bitwise equal.
 void expect_bitwise_equal(const Case& c, const std::vector<std::vector<std::int64_t>>& shapes, at::ScalarType type,
@@ -90,29 +77,7 @@ TEST(FusedSgd, TorchsOperationsForWhatThePassDoesNotTake) {
 }
 
 TEST(FusedSgd, ReportsNanAndInfWhereverTheyAre) {
-  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity()}) {
-    for (const std::int64_t where : {0, 63, 64, 1000, 1036}) {
-      auto params = make_params({{1037}, {5}}, at::kFloat, false);
-      FusedSgd sgd(params, torch::optim::SGDOptions(0.1).momentum(0.9));
-      for (auto& p : params) p.mutable_grad() = at::ones_like(p);
-      sgd.step();
-      EXPECT_FALSE(sgd.nonfinite_seen());
-      params[0].mutable_grad()[where] = bad;
-      sgd.step();
-      EXPECT_TRUE(sgd.nonfinite_seen()) << bad << " at " << where;
-      params[0].mutable_grad()[where] = 1.0f;
-      sgd.step();
-      EXPECT_FALSE(sgd.nonfinite_seen()) << "the report is of the last step only";
-    }
-  }
-  // The path of torch's operations reports too (a double parameter).
-  auto params = make_params({{9}}, at::kDouble, false);
-  FusedSgd sgd(params, torch::optim::SGDOptions(0.1));
-  params[0].mutable_grad() = at::ones_like(params[0]);
-  params[0].mutable_grad()[4] = std::numeric_limits<double>::quiet_NaN();
-  sgd.step();
-  EXPECT_TRUE(sgd.nonfinite_seen());
+  fused_checks::expect_nonfinite_reported<FusedSgd>(torch::optim::SGDOptions(0.1).momentum(0.9));
 }
 
 }  // namespace

@@ -9,17 +9,15 @@
 
 #include <torch/optim/sgd.h>
 
+#include "mnddp/train/checks_gradients.hpp"
+
 namespace mnddp {
 
-class FusedSgd final : public torch::optim::SGD {
+class FusedSgd final : public torch::optim::SGD, public ChecksGradients {
  public:
   using torch::optim::SGD::SGD;
   at::Tensor step(LossClosure closure = nullptr) override;
-
-  // Whether a host gradient the last step() read held a NaN or an infinity (device gradients are
-  // not looked at). The parameters it updated then hold garbage: a caller that sees it must stop
-  // (--on-nonfinite abort), not go on.
-  bool nonfinite_seen() const { return nonfinite_seen_; }
+  bool nonfinite_seen() const override { return nonfinite_seen_; }
 
  private:
   // A parameter's first step: its momentum buffer (torch's clone of the update's gradient; the
