@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "fused_bias_linear.hpp"
 #include "mnddp/error.hpp"
 #include "zoo.hpp"
 
@@ -20,8 +21,8 @@ struct CausalSelfAttentionImpl : nn::Module {
   CausalSelfAttentionImpl(std::int64_t d_model, std::int64_t heads, double dropout)
       : heads(heads),
         dropout(dropout),
-        c_attn(register_module("c_attn", nn::Linear(d_model, 3 * d_model))),
-        c_proj(register_module("c_proj", nn::Linear(d_model, d_model))),
+        c_attn(register_module("c_attn", FusedBiasLinear(d_model, 3 * d_model))),
+        c_proj(register_module("c_proj", FusedBiasLinear(d_model, d_model))),
         resid_dropout(register_module("resid_dropout", nn::Dropout(dropout))) {}
 
   at::Tensor forward(const at::Tensor& x) {
@@ -36,21 +37,21 @@ struct CausalSelfAttentionImpl : nn::Module {
 
   std::int64_t heads;
   double dropout;
-  nn::Linear c_attn;
-  nn::Linear c_proj;
+  FusedBiasLinear c_attn;
+  FusedBiasLinear c_proj;
   nn::Dropout resid_dropout;
 };
 TORCH_MODULE(CausalSelfAttention);
 
 struct MlpBlockImpl : nn::Module {
   MlpBlockImpl(std::int64_t d_model, double dropout)
-      : c_fc(register_module("c_fc", nn::Linear(d_model, 4 * d_model))),
-        c_proj(register_module("c_proj", nn::Linear(4 * d_model, d_model))),
+      : c_fc(register_module("c_fc", FusedBiasLinear(d_model, 4 * d_model))),
+        c_proj(register_module("c_proj", FusedBiasLinear(4 * d_model, d_model))),
         drop(register_module("dropout", nn::Dropout(dropout))) {}
   at::Tensor forward(const at::Tensor& x) { return drop->forward(c_proj->forward(at::gelu(c_fc->forward(x)))); }
 
-  nn::Linear c_fc;
-  nn::Linear c_proj;
+  FusedBiasLinear c_fc;
+  FusedBiasLinear c_proj;
   nn::Dropout drop;
 };
 TORCH_MODULE(MlpBlock);
@@ -97,7 +98,8 @@ class Gpt final : public Model {
   explicit Gpt(const ModelSpec& spec)
       : context_(spec.input_shape[0]), transformer_(register_module("transformer", Transformer(spec, context_))) {
     if (!spec.tie_embeddings)
-      lm_head_ = register_module("lm_head", nn::Linear(nn::LinearOptions(spec.hidden, spec.num_outputs).bias(false)));
+      lm_head_ =
+          register_module("lm_head", FusedBiasLinear(nn::LinearOptions(spec.hidden, spec.num_outputs).bias(false)));
     initialise(spec);
   }
 
@@ -131,7 +133,7 @@ class Gpt final : public Model {
 
   std::int64_t context_;
   Transformer transformer_;
-  nn::Linear lm_head_{nullptr};
+  FusedBiasLinear lm_head_{nullptr};
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "fused_bias_linear.hpp"
 #include "zoo.hpp"
 
 namespace mnddp {
@@ -32,7 +33,7 @@ struct SelfAttentionImpl : nn::Module {
       : heads(heads),
         in_proj_weight(register_parameter("in_proj_weight", at::empty({3 * width, width}))),
         in_proj_bias(register_parameter("in_proj_bias", at::zeros({3 * width}))),
-        out_proj(register_module("out_proj", nn::Linear(width, width))) {
+        out_proj(register_module("out_proj", FusedBiasLinear(width, width))) {
     torch::NoGradGuard no_grad;
     nn::init::xavier_uniform_(in_proj_weight);  // as MultiheadAttention._reset_parameters
     nn::init::zeros_(out_proj->bias);
@@ -48,7 +49,7 @@ struct SelfAttentionImpl : nn::Module {
   std::int64_t heads;
   at::Tensor in_proj_weight;
   at::Tensor in_proj_bias;
-  nn::Linear out_proj;
+  FusedBiasLinear out_proj;
 };
 TORCH_MODULE(SelfAttention);
 
@@ -59,8 +60,8 @@ struct EncoderBlockImpl : nn::Module {
         self_attention(register_module("self_attention", SelfAttention(width, heads))),
         drop(register_module("dropout", nn::Dropout(dropout))),
         ln_2(register_module("ln_2", ThreadInvariantLayerNorm(nn::LayerNormOptions({width}).eps(kLayerNormEps)))),
-        mlp(register_module("mlp", nn::Sequential(nn::Linear(width, 4 * width), nn::GELU(), nn::Dropout(dropout),
-                                                  nn::Linear(4 * width, width), nn::Dropout(dropout)))) {
+        mlp(register_module("mlp", nn::Sequential(FusedBiasLinear(width, 4 * width), nn::GELU(), nn::Dropout(dropout),
+                                                  FusedBiasLinear(4 * width, width), nn::Dropout(dropout)))) {
     torch::NoGradGuard no_grad;
     for (auto& item : mlp->named_parameters()) {
       if (item.key().ends_with("weight"))
@@ -114,7 +115,7 @@ class Vit final : public Model {
         class_token_(register_parameter("class_token", at::zeros({1, 1, spec.hidden}))),
         encoder_(register_module("encoder", Encoder(sequence_length(spec), spec))),
         heads_(register_module("heads", nn::Sequential())) {
-    heads_->push_back("head", nn::Linear(spec.hidden, spec.num_outputs));
+    heads_->push_back("head", FusedBiasLinear(spec.hidden, spec.num_outputs));
     torch::NoGradGuard no_grad;
     trunc_normal_(conv_proj_->weight, std::sqrt(1.0 / static_cast<double>(spec.input_shape[0] * patch_ * patch_)));
     nn::init::zeros_(conv_proj_->bias);

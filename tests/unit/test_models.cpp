@@ -1,9 +1,13 @@
 // The model zoo: ResNets with torchvision's parameter counts and names, both stems; ViT-B/16's
 // count and names (torchvision's); CNN3D's layout on volumes; GPT's size (the published formula,
-// GPT-2 small's 124,439,808) and causality.
+// GPT-2 small's 124,439,808) and causality; the transformers' linear layers add their bias inside the
+// GEMM, as PyTorch's nn.Linear does, for their [B, T, d] inputs too.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <torch/csrc/autograd/function.h>
+
+#include <map>
 #include <set>
 #include <string>
 
@@ -88,16 +92,21 @@ TEST(Gpt, Gpt2SmallHasItsPublishedSize) {
   EXPECT_EQ(parameter_count(*make_model(spec)), 124439808);
 }
 
-TEST(Gpt, APredictionDependsOnlyOnEarlierTokens) {
-  torch::manual_seed(1);
+// A GPT of context 12, vocabulary 50, width 32, 4 heads.
+ModelSpec small_gpt(int layers) {
   ModelSpec spec;
   spec.kind = ModelKind::Gpt;
   spec.input_shape = {12};
   spec.num_outputs = 50;
   spec.hidden = 32;
   spec.heads = 4;
-  spec.layers = 2;
-  auto model = make_model(spec);
+  spec.layers = layers;
+  return spec;
+}
+
+TEST(Gpt, APredictionDependsOnlyOnEarlierTokens) {
+  torch::manual_seed(1);
+  auto model = make_model(small_gpt(2));
   model->eval();
   const at::Tensor tokens = at::randint(50, {2, 12}, at::kLong);
   at::Tensor changed = tokens.clone();
@@ -108,6 +117,33 @@ TEST(Gpt, APredictionDependsOnlyOnEarlierTokens) {
   EXPECT_FALSE(at::allclose(a.narrow(1, 7, 5), b.narrow(1, 7, 5), 1e-3, 1e-3));
   // Shorter inputs than the context work (the positions are a prefix).
   EXPECT_TRUE(at::allclose(model->forward(tokens.narrow(1, 0, 5)), a.narrow(1, 0, 5), 1e-5, 1e-5));
+}
+
+// How often each kind of autograd node occurs in the graph that produced `output`.
+std::map<std::string, int> graph_nodes(const at::Tensor& output) {
+  std::map<std::string, int> counts;
+  std::set<const torch::autograd::Node*> seen;
+  std::vector<torch::autograd::Node*> todo = {output.grad_fn().get()};
+  while (!todo.empty()) {
+    torch::autograd::Node* node = todo.back();
+    todo.pop_back();
+    if (node == nullptr || !seen.insert(node).second) continue;
+    ++counts[node->name()];
+    for (const auto& edge : node->next_edges()) todo.push_back(edge.function.get());
+  }
+  return counts;
+}
+
+// PyTorch's nn.Linear on [B, T, d] is one addmm over the flattened rows, the bias inside the GEMM;
+// torch::nn::Linear's C++ forward runs a matmul and then adds the bias in a second pass (an
+// AddBackward0 node per layer, and no AddmmBackward0).
+TEST(Gpt, LinearLayersAddTheirBiasInsideTheGemm) {
+  const ModelSpec spec = small_gpt(3);
+  const auto nodes = graph_nodes(make_model(spec)->forward(at::randint(50, {2, 12}, at::kLong)));
+  EXPECT_EQ(nodes.count("AddmmBackward0") ? nodes.at("AddmmBackward0") : 0, 4 * spec.layers)
+      << "c_attn, attn.c_proj, c_fc, mlp.c_proj per block";
+  // The embeddings' sum and the two residual sums per block: no bias additions.
+  EXPECT_EQ(nodes.at("AddBackward0"), 1 + 2 * spec.layers);
 }
 
 TEST(Gpt, RefusesAHeadCountThatDoesNotDivideTheWidth) {
@@ -135,6 +171,17 @@ TEST(Vit, VitB16HasTorchvisionsParameterCountAndNames) {
                            "encoder.layers.encoder_layer_11.self_attention.out_proj.bias",
                            "encoder.layers.encoder_layer_3.mlp.3.weight", "encoder.ln.weight", "heads.head.weight"})
     EXPECT_EQ(names.count(name), 1U) << name;
+}
+
+TEST(Vit, LinearLayersAddTheirBiasInsideTheGemm) {
+  ModelSpec spec = resnet(ModelKind::Vit, {8, 8}, 5);
+  spec.hidden = 32;
+  spec.heads = 4;
+  spec.patch_size = 4;
+  spec.layers = 2;
+  const auto nodes = graph_nodes(make_model(spec)->forward(at::randn({3, 1, 8, 8})));
+  // Per block: the attention's input projection (at::linear already), out_proj, mlp.0, mlp.3; and the head.
+  EXPECT_EQ(nodes.count("AddmmBackward0") ? nodes.at("AddmmBackward0") : 0, 4 * spec.layers + 1);
 }
 
 TEST(Vit, ClassifiesNonSquareGreyscaleImagesAndRefusesAPatchThatDoesNotDivide) {
@@ -200,8 +247,9 @@ TEST(MemoryLayout, ChannelsLastKeepsValuesAndRefusesModelsWithoutConvolutions) {
     if (after[i].dim() == 4) {
       EXPECT_TRUE(after[i].is_contiguous(at::MemoryFormat::ChannelsLast));
       // (A 1x1 kernel's two orders coincide.)
-      if (after[i].size(2) * after[i].size(3) > 1)
+      if (after[i].size(2) * after[i].size(3) > 1) {
         EXPECT_FALSE(after[i].is_contiguous()) << "parameter " << i << " kept the NCHW order";
+      }
     }
   }
   ModelSpec mlp;
