@@ -21,10 +21,17 @@ class DecodedChunkCache {
  public:
   explicit DecodedChunkCache(const H5ReaderOptions& options) : options_(options) {}
 
-  // Makes every chunk of `chunks` (shard `shard`) holding one of `rows` (sorted) decoded and cached,
-  // the missing ones decoded together on the pool; false when one was never written (HDF5 reads
-  // those). A decode error leaves no half-decoded chunk behind.
-  bool decode(std::size_t shard, CompressedChunks& chunks, std::span<const std::int64_t> rows);
+  // The rows (sorted, distinct) one batch wants from one shard's compressed chunks.
+  struct Wanted {
+    std::size_t shard;
+    CompressedChunks* chunks;
+    std::span<const std::int64_t> rows;
+  };
+  // Makes every chunk holding one of the wanted rows decoded and cached, the missing ones of every
+  // shard decoded together on the pool (a --shuffle-unit chunk window's chunks lie in many shards).
+  // Returns per entry of `wanted` whether its rows are there: false when one of its chunks was never
+  // written (HDF5 reads those rows). A decode error leaves no half-decoded chunk behind.
+  std::vector<bool> decode(std::span<const Wanted> wanted);
   // Row `row` of shard `shard`, from a chunk the last decode() made current.
   const unsigned char* row(std::size_t shard, const CompressedChunks& chunks, std::int64_t row) const;
   // Evicts the least recently used chunks beyond the cache's size; call after copying a batch out.
@@ -45,6 +52,8 @@ class DecodedChunkCache {
   std::vector<ChunkBytes> spare_;
   std::uint64_t tick_ = 0;
   std::size_t capacity_ = 4;
+  // Sets capacity_ and makes the pool, on the first decode (a chunk's size is known then).
+  void start(const CompressedChunks& chunks);
   std::unique_ptr<DecodePool> pool_;  // made on the first decode
 };
 

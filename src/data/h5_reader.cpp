@@ -256,23 +256,54 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
     return static_cast<unsigned char*>(x_out) + r.out * numel * x_out_bytes;
   };
 
-  std::lock_guard lock(open_->mutex);
-  std::vector<std::int64_t> rows;         // one shard's distinct rows in file order
-  std::vector<std::size_t> slots;         // per request: its row's position in `rows`
-  std::vector<DirectRows::Target> reads;  // direct reads: one per distinct row
-  for (std::size_t begin = 0; begin < requests.size();) {
-    const std::size_t number = requests[begin].shard;
-    std::size_t end = begin;
-    while (end < requests.size() && requests[end].shard == number) ++end;
-    const auto group = std::span(requests).subspan(begin, end - begin);
-    rows.clear();  // padding may request a sample twice; each row is read once
-    slots.clear();
-    for (const Request& r : group) {
-      if (rows.empty() || rows.back() != r.row) rows.push_back(r.row);
-      slots.push_back(rows.size() - 1);
+  // The requests of each shard, and their distinct rows in file order (padding may request a sample
+  // twice; each row is read once): slots[i] is request i's row's position among its shard's rows.
+  struct Group {
+    std::size_t begin, end;            // in requests (and slots)
+    std::size_t rows_begin, rows_end;  // in all_rows
+  };
+  std::vector<Group> groups;
+  std::vector<std::int64_t> all_rows;
+  std::vector<std::size_t> slots;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (i == 0 || requests[i].shard != requests[i - 1].shard)
+      groups.push_back({i, i, all_rows.size(), all_rows.size()});
+    Group& g = groups.back();
+    if (g.rows_end == g.rows_begin || all_rows.back() != requests[i].row) {
+      all_rows.push_back(requests[i].row);
+      ++g.rows_end;
     }
+    slots.push_back(g.rows_end - g.rows_begin - 1);
+    g.end = i + 1;
+  }
 
+  std::lock_guard lock(open_->mutex);
+  // Compressed chunks of every shard decoded first, together on the decode pool: the chunks of a
+  // --shuffle-unit chunk window lie in many shards, and one shard at a time would decode them one
+  // at a time.
+  std::vector<DecodedChunkCache::Wanted> wanted;
+  std::vector<std::size_t> wanted_group;
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    const std::size_t number = requests[groups[k].begin].shard;
     if (!open_->shards[number].x) open_->open(index_, number, options_.batch_size);
+    auto& shard = open_->shards[number];
+    if (shard.direct != nullptr || shard.compressed == nullptr || !direct_allowed) continue;
+    wanted.push_back({number, shard.compressed.get(),
+                      std::span(all_rows).subspan(groups[k].rows_begin, groups[k].rows_end - groups[k].rows_begin)});
+    wanted_group.push_back(k);
+  }
+  std::vector<bool> decoded(groups.size(), false);
+  if (!wanted.empty()) {
+    const std::vector<bool> present = open_->decoded->decode(wanted);
+    for (std::size_t w = 0; w < wanted.size(); ++w) decoded[wanted_group[w]] = present[w];
+  }
+
+  std::vector<DirectRows::Target> reads;  // direct reads: one per distinct row
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    const std::size_t number = requests[groups[k].begin].shard;
+    const auto group = std::span(requests).subspan(groups[k].begin, groups[k].end - groups[k].begin);
+    const auto rows = std::span(all_rows).subspan(groups[k].rows_begin, groups[k].rows_end - groups[k].rows_begin);
+    const auto slot = std::span(slots).subspan(groups[k].begin, group.size());
     auto& shard = open_->shards[number];
     const std::string& path = index_.shards[number].path;
 
@@ -281,7 +312,7 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
     if (!in_place) open_->x_rows.resize(rows.size() * row_bytes);
     reads.clear();
     for (std::size_t i = 0, row = 0; direct && i < group.size(); ++i) {
-      if (i > 0 && slots[i] == slots[i - 1]) continue;
+      if (i > 0 && slot[i] == slot[i - 1]) continue;
       const auto offset = shard.direct->offset(group[i].row);
       direct = offset.has_value();  // an unwritten chunk: HDF5 supplies its fill value
       if (direct) reads.push_back({*offset, in_place ? x_target(group[i]) : open_->x_rows.data() + row++ * row_bytes});
@@ -295,17 +326,15 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
       for (std::size_t k = 0; checked_here && k < piece.size(); ++k)
         check(shard, path, rows[first + k], piece[k].destination);
     }
-    // Compressed chunks decoded here (a batch's chunks together on the decode pool), rows copied out.
+    // Rows copied out of the chunks decoded above.
     bool placed = direct;
-    if (!placed && shard.compressed != nullptr && direct_allowed &&
-        open_->decoded->decode(number, *shard.compressed, rows)) {
+    if (!placed && decoded[k]) {
       placed = true;
       for (std::size_t i = 0; i < group.size(); ++i) {
-        if (i > 0 && slots[i] == slots[i - 1]) continue;
-        unsigned char* target = in_place ? x_target(group[i]) : open_->x_rows.data() + slots[i] * row_bytes;
+        if (i > 0 && slot[i] == slot[i - 1]) continue;
+        unsigned char* target = in_place ? x_target(group[i]) : open_->x_rows.data() + slot[i] * row_bytes;
         std::memcpy(target, open_->decoded->row(number, *shard.compressed, group[i].row), row_bytes);
       }
-      open_->decoded->evict();
     }
     if (!placed) {
       open_->x_rows.resize(rows.size() * row_bytes);
@@ -320,15 +349,15 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
     for (std::size_t i = 0; i < group.size(); ++i) {
       unsigned char* target = x_target(group[i]);
       if (placed && in_place) {
-        if (i > 0 && slots[i] == slots[i - 1]) std::memcpy(target, x_target(group[i - 1]), row_bytes);
+        if (i > 0 && slot[i] == slot[i - 1]) std::memcpy(target, x_target(group[i - 1]), row_bytes);
       } else if (stored) {
-        std::memcpy(target, open_->x_rows.data() + slots[i] * row_bytes, row_bytes);
+        std::memcpy(target, open_->x_rows.data() + slot[i] * row_bytes, row_bytes);
       } else if (ids) {
-        shard.convert_ids(open_->x_rows.data() + slots[i] * row_bytes, reinterpret_cast<std::int64_t*>(target), numel);
+        shard.convert_ids(open_->x_rows.data() + slot[i] * row_bytes, reinterpret_cast<std::int64_t*>(target), numel);
       } else {
-        shard.convert(open_->x_rows.data() + slots[i] * row_bytes, reinterpret_cast<float*>(target), numel);
+        shard.convert(open_->x_rows.data() + slot[i] * row_bytes, reinterpret_cast<float*>(target), numel);
       }
-      const bool first_of_row = i == 0 || slots[i] != slots[i - 1];
+      const bool first_of_row = i == 0 || slot[i] != slot[i - 1];
       if (check_finite && !checked_here && first_of_row) check(shard, path, group[i].row, target);
       if (ids && first_of_row) check_ids(path, group[i].row, target);
       if (y_out == nullptr) continue;
@@ -339,8 +368,8 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
       else
         std::memcpy(label_target, label, label_bytes);
     }
-    begin = end;
   }
+  if (!wanted.empty()) open_->decoded->evict();
 }
 
 }  // namespace mnddp

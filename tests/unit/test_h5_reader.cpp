@@ -452,6 +452,50 @@ TEST(Reader, GzipAndShuffleChunksDecodedOnAPoolInAnyOrder) {
   expect_rows(reader, shuffled, "raw chunk");
 }
 
+// One batch across shards of every kind: gzip and shuffle+gzip (decoded by mnddp, the chunks of both
+// shards together), unfiltered (direct reads) and gzip+fletcher32 (HDF5's pipeline), interleaved,
+// with duplicates, touching more compressed chunks (8) than the decoded-chunk cache keeps (4): the
+// batch's chunks stay until its last row is copied.
+TEST(Reader, OneBatchAcrossCompressedAndOtherShards) {
+  TempDir dir("mnddp-reader");
+  const std::vector<std::function<void(hid_t)>> pipelines = {[](hid_t p) { H5Pset_deflate(p, 1); }, [](hid_t) {},
+                                                             [](hid_t p) {
+                                                               H5Pset_shuffle(p);
+                                                               H5Pset_deflate(p, 6);
+                                                             },
+                                                             [](hid_t p) {
+                                                               H5Pset_deflate(p, 1);
+                                                               H5Pset_fletcher32(p);
+                                                             }};
+  std::vector<std::string> paths;
+  for (std::size_t s = 0; s < pipelines.size(); ++s) {
+    paths.push_back(dir.file("shard" + std::to_string(s) + ".h5"));
+    write_filtered(paths.back(), H5T_IEEE_F32LE, pipelines[s]);
+  }
+  std::vector<std::int64_t> wanted;
+  for (const std::int64_t row : {49, 0, 27, 7, 27})  // chunks 7, 0, 3, 1 of every shard
+    for (std::int64_t s = 3; s >= 0; --s) wanted.push_back(s * 50 + row);
+  for (const int threads : {1, 2}) {
+    SCOPED_TRACE(std::to_string(threads) + " decode threads");
+    H5ReaderOptions options;
+    options.decode_threads = threads;
+    options.batch_size = 8;
+    H5Reader reader(scan_shards(paths, "x", "y"), options);
+    for (int pass = 0; pass < 2; ++pass) {  // the second from the cache, partly
+      std::vector<float> x(wanted.size() * 12);
+      std::vector<std::int64_t> y(wanted.size());
+      reader.read(wanted, x.data(), y.data());
+      for (std::size_t i = 0; i < wanted.size(); ++i) {
+        const std::int64_t row = wanted[i] % 50;
+        ASSERT_EQ(y[i], row) << "sample " << wanted[i];
+        for (std::size_t j = 0; j < 12; ++j)
+          ASSERT_EQ(x[i * 12 + j], static_cast<float>(row * 100 + static_cast<std::int64_t>(j)))
+              << "sample " << wanted[i] << " element " << j;
+      }
+    }
+  }
+}
+
 TEST(Reader, ACorruptCompressedChunkNamesTheFileAndTheChunk) {
   TempDir dir("mnddp-reader");
   const std::string path = dir.file("bad.h5");
