@@ -1,5 +1,6 @@
 // Serial reading of checkpoint arrays, each verified against its checksum as it is read: XXH3-64
-// blocks (format 2) or, in format 1 files, CRC-32.
+// blocks (format 2) or, in format 1 files, CRC-32. The arrays' bytes are read with pread where the
+// file allows it (contiguous, no conversion: what CheckpointWriter writes), through HDF5 otherwise.
 #include <fmt/format.h>
 #include <hdf5.h>
 #include <zlib.h>
@@ -10,10 +11,12 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
-#include <future>
 #include <mutex>
+#include <optional>
+#include <thread>
 
 #include "checkpoint_h5.hpp"
 #include "mnddp/check.hpp"
@@ -51,15 +54,104 @@ class PieceChecksum {
   std::uint32_t crc_;
 };
 
+// One long-lived thread that checksums a piece while the caller reads the next (a thread per piece
+// cost more than it hid). One piece at a time: start() after wait().
+class ChecksumWorker {
+ public:
+  ChecksumWorker() = default;
+  ChecksumWorker(const ChecksumWorker&) = delete;
+  ChecksumWorker& operator=(const ChecksumWorker&) = delete;
+  ~ChecksumWorker() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void start(PieceChecksum& checksum, const std::uint8_t* data, std::size_t bytes) {
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    {
+      std::lock_guard lock(mutex_);
+      job_ = Job{&checksum, data, bytes};
+    }
+    wake_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return !job_; });
+  }
+
+ private:
+  struct Job {
+    PieceChecksum* checksum;
+    const std::uint8_t* data;
+    std::size_t bytes;
+  };
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      wake_.wait(lock, [&] { return stop_ || job_; });
+      if (!job_) return;  // stopped with nothing left
+      const Job job = *job_;
+      lock.unlock();
+      job.checksum->update(job.data, job.bytes);
+      lock.lock();
+      job_.reset();
+      done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::optional<Job> job_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// Where a dataset's bytes can be read from the file directly: HDF5's descriptor and the offset of a
+// contiguous, allocated dataset stored in the memory type.
+struct RawLocation {
+  int fd;
+  std::uint64_t offset;
+};
+
+std::optional<RawLocation> raw_location(hid_t file, hid_t dataset, hid_t memory) {
+  const std::optional<int> fd = file_descriptor_for_raw_reads(file, dataset, memory);
+  H5Handle dcpl(H5Dget_create_plist(dataset));
+  if (!fd || !dcpl || H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_external_count(dcpl.get()) != 0)
+    return std::nullopt;
+  const haddr_t address = H5Dget_offset(dataset);
+  if (address == HADDR_UNDEF) return std::nullopt;  // never written: HDF5 supplies the fill value
+  return RawLocation{*fd, address};
+}
+
+// Reads `bytes` at `offset`, the whole of them (pread may return less).
+void pread_all(int fd, std::uint8_t* target, std::size_t bytes, std::uint64_t offset) {
+  while (bytes > 0) {
+    const ssize_t got = ::pread(fd, target, bytes, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw Error(fmt::format("read failed: {}", std::strerror(errno)));
+    if (got == 0) throw Error("the file ends before the array's data");
+    target += got;
+    bytes -= static_cast<std::size_t>(got);
+    offset += static_cast<std::uint64_t>(got);
+  }
+}
+
 // Reads a whole dataset into `out` (or, when null, through the two `scratch` buffers, keeping nothing) and
-// returns the checksum of its bytes. Large arrays go in pieces of whole rows, each piece checksummed
-// on a worker while the next is read, so the checksum hides behind the I/O. An array's last piece is
-// checksummed before the next array is read: 4 MB pieces keep that exposed part short (16 MB pieces
-// left a whole 16 MB array's checksum exposed: warm reads at 0.52 of raw, 0.65-0.88 with 4 MB),
-// while 1 MB pieces spend more on a thread and an H5Dread per piece than they hide (0.33-0.50).
+// returns the checksum of its bytes. Large arrays go in pieces, each checksummed by `worker` while
+// the next is read, so the checksum hides behind the I/O. Direct reads (`raw`) take 512 KB pieces:
+// the checksum then reads a piece still in the cache, and only a short last piece of each array is
+// exposed (warm reads of one rank at 0.84-0.88 of raw; 0.75-0.80 with 128 KB, 0.76-0.81 with 1 MB,
+// 0.76-0.82 with 4 MB). Through HDF5 a piece is an H5Dread of whole rows, 4 MB: 16 MB pieces left a whole 16 MB
+// array's checksum exposed (warm reads at 0.52 of raw, 0.65-0.88 with 4 MB), while 1 MB pieces
+// spent more on an H5Dread per piece than they hid.
 std::uint64_t read_checksummed(hid_t dataset, hid_t memory, const std::vector<hsize_t>& dims, std::size_t element_bytes,
-                               std::uint8_t* out, ScratchBuffers& scratch, ChecksumKind kind) {
-  constexpr std::size_t kPieceBytes = 4u << 20;
+                               std::optional<RawLocation> raw, std::uint8_t* out, ScratchBuffers& scratch,
+                               ChecksumKind kind, ChecksumWorker& worker) {
+  const std::size_t piece_bytes = raw ? std::size_t{512} << 10 : std::size_t{4} << 20;
   PieceChecksum checksum(kind);
   hsize_t elements = 1;
   for (auto d : dims) elements *= d;
@@ -67,41 +159,51 @@ std::uint64_t read_checksummed(hid_t dataset, hid_t memory, const std::vector<hs
   if (total == 0) return checksum.finish();
   const hsize_t rows = dims.empty() ? 1 : dims[0];
   const std::size_t row_bytes = total / static_cast<std::size_t>(rows);
-  const hsize_t piece_rows = std::max<hsize_t>(1, kPieceBytes / row_bytes);
+  // Direct reads cut pieces anywhere; HDF5's take whole rows.
+  const std::size_t unit = raw ? 1 : row_bytes;
+  const std::size_t units = total / unit;
+  const std::size_t piece_units = std::max<std::size_t>(1, piece_bytes / unit);
   if (out == nullptr)
-    for (auto& b : scratch)
-      b.resize(std::max(b.size(), static_cast<std::size_t>(std::min(rows, piece_rows)) * row_bytes));
+    for (auto& b : scratch) b.resize(std::max(b.size(), std::min(units, piece_units) * unit));
 
-  H5Handle file_space(H5Dget_space(dataset));
-  MNDDP_H5_CHECK(file_space.get());
-  std::future<void> previous;  // the worker's checksum of the piece before
+  H5Handle file_space(raw ? H5I_INVALID_HID : H5Dget_space(dataset));
+  if (!raw) MNDDP_H5_CHECK(file_space.get());
+  bool pending = false;  // the worker holds the piece before
   auto wait_previous = [&] {
-    if (previous.valid()) previous.get();
+    if (pending) worker.wait();
+    pending = false;
   };
-  for (hsize_t first = 0, piece = 0; first < rows; first += piece_rows, ++piece) {
-    const hsize_t count = std::min(piece_rows, rows - first);
-    const std::size_t bytes = static_cast<std::size_t>(count) * row_bytes;
-    std::uint8_t* target =
-        out != nullptr ? out + static_cast<std::size_t>(first) * row_bytes : scratch[piece % 2].data();
-    const hsize_t piece_elements = bytes / element_bytes;
-    H5Handle memory_space(H5Screate_simple(1, &piece_elements, nullptr));
-    if (!dims.empty()) {
-      std::vector<hsize_t> start(dims.size(), 0), extent = dims;
-      start[0] = first;
-      extent[0] = count;
-      MNDDP_H5_CHECK(
-          H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr));
-    }
-    if (H5Dread(dataset, memory, dims.empty() ? H5S_ALL : memory_space.get(), dims.empty() ? H5S_ALL : file_space.get(),
-                H5P_DEFAULT, target) < 0) {
+  for (std::size_t first = 0, piece = 0; first < units; first += piece_units, ++piece) {
+    const std::size_t count = std::min(piece_units, units - first);
+    const std::size_t bytes = count * unit;
+    std::uint8_t* target = out != nullptr ? out + first * unit : scratch[piece % 2].data();
+    try {
+      if (raw) {
+        pread_all(raw->fd, target, bytes, raw->offset + first * unit);
+      } else {
+        const hsize_t piece_elements = bytes / element_bytes;
+        H5Handle memory_space(H5Screate_simple(1, &piece_elements, nullptr));
+        if (!dims.empty()) {
+          std::vector<hsize_t> start(dims.size(), 0), extent = dims;
+          start[0] = first;
+          extent[0] = count;
+          MNDDP_H5_CHECK(
+              H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr));
+        }
+        if (H5Dread(dataset, memory, dims.empty() ? H5S_ALL : memory_space.get(),
+                    dims.empty() ? H5S_ALL : file_space.get(), H5P_DEFAULT, target) < 0)
+          throw Error(h5_take_error());
+      }
+    } catch (...) {
       wait_previous();  // the worker must not outlive the buffer it reads
-      throw Error(h5_take_error());
+      throw;
     }
     wait_previous();  // pieces are checksummed in order
-    if (bytes < kPieceBytes && first + count == rows && piece == 0) {
-      checksum.update(target, bytes);  // one small piece: no thread
+    if (first + count == units && piece == 0) {
+      checksum.update(target, bytes);  // one piece: no hand-off
     } else {
-      previous = std::async(std::launch::async, [&checksum, target, bytes] { checksum.update(target, bytes); });
+      worker.start(checksum, target, bytes);
+      pending = true;
     }
   }
   wait_previous();
@@ -112,6 +214,7 @@ std::uint64_t read_checksummed(hid_t dataset, hid_t memory, const std::vector<hs
 
 struct CheckpointReader::Impl {
   H5Handle file;
+  ChecksumWorker checksums;
 };
 
 CheckpointReader::CheckpointReader(const std::string& path) : path_(path), impl_(std::make_unique<Impl>()) {
@@ -208,9 +311,11 @@ void CheckpointReader::read_array(const std::string& path, ArrayData* out, Scrat
   std::uint64_t actual = 0;
   try {
     ScratchBuffers none;
-    actual =
-        read_checksummed(dataset.get(), memory_type(dtype), dims, dtype_size(dtype), destination,
-                         scratch != nullptr ? *scratch : none, xxh3 ? ChecksumKind::Xxh3Blocks : ChecksumKind::Crc32);
+    const hid_t memory = memory_type(dtype);
+    actual = read_checksummed(dataset.get(), memory, dims, dtype_size(dtype),
+                              raw_location(impl_->file.get(), dataset.get(), memory), destination,
+                              scratch != nullptr ? *scratch : none,
+                              xxh3 ? ChecksumKind::Xxh3Blocks : ChecksumKind::Crc32, impl_->checksums);
   } catch (const Error& e) {
     throw UsageError(fmt::format("checkpoint '{}': array '{}' cannot be read: {}", path_, path, e.what()));
   }

@@ -57,21 +57,6 @@ DirectRows::DirectRows(int fd, std::string path, hid_t dataset, std::size_t row_
       rows_per_chunk_(rows_per_chunk),
       chunk_offsets_(chunks, kUnknown) {}
 
-std::optional<int> file_descriptor_for_raw_reads(hid_t file, hid_t dataset, hid_t memory_type) {
-  // Chunk and dataset addresses count from HDF5's base address, which is 0 only without a user block.
-  H5Handle fapl(H5Fget_access_plist(file));
-  H5Handle fcpl(H5Fget_create_plist(file));
-  hsize_t user_block = 1;
-  if (!fapl || !fcpl || H5Pget_driver(fapl.get()) != H5FD_SEC2 || H5Pget_userblock(fcpl.get(), &user_block) < 0 ||
-      user_block != 0)
-    return std::nullopt;
-  H5Handle file_type(H5Dget_type(dataset));
-  if (!file_type || H5Tequal(file_type.get(), memory_type) <= 0) return std::nullopt;  // conversion needed
-  void* handle = nullptr;
-  if (H5Fget_vfd_handle(file, fapl.get(), &handle) < 0 || handle == nullptr) return std::nullopt;
-  return *static_cast<int*>(handle);
-}
-
 std::unique_ptr<DirectRows> DirectRows::open(hid_t file, hid_t dataset, hid_t memory_type, const std::string& path) {
   const std::optional<int> fd = file_descriptor_for_raw_reads(file, dataset, memory_type);
   if (!fd) return nullptr;

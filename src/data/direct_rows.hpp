@@ -13,11 +13,6 @@
 
 namespace mnddp {
 
-// HDF5's own descriptor for `file` when the bytes of `dataset` can be read from it without HDF5:
-// the sec2 driver, no user block (addresses then count from byte 0), and a file type equal to
-// `memory_type` (no conversion). Call with hdf5_mutex() held; the file handle must outlive its use.
-std::optional<int> file_descriptor_for_raw_reads(hid_t file, hid_t dataset, hid_t memory_type);
-
 class DirectRows {
  public:
   // One row to read: its byte offset in the file (from offset()) and where its bytes go.
