@@ -24,6 +24,7 @@
 #include "mnddp/ckpt/checkpoint_file.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
+#include "mnddp/h5/raw_reads.hpp"
 
 namespace mnddp {
 
@@ -119,25 +120,9 @@ struct RawLocation {
 
 std::optional<RawLocation> raw_location(hid_t file, hid_t dataset, hid_t memory) {
   const std::optional<int> fd = file_descriptor_for_raw_reads(file, dataset, memory);
-  H5Handle dcpl(H5Dget_create_plist(dataset));
-  if (!fd || !dcpl || H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_external_count(dcpl.get()) != 0)
-    return std::nullopt;
-  const haddr_t address = H5Dget_offset(dataset);
-  if (address == HADDR_UNDEF) return std::nullopt;  // never written: HDF5 supplies the fill value
-  return RawLocation{*fd, address};
-}
-
-// Reads `bytes` at `offset`, the whole of them (pread may return less).
-void pread_all(int fd, std::uint8_t* target, std::size_t bytes, std::uint64_t offset) {
-  while (bytes > 0) {
-    const ssize_t got = ::pread(fd, target, bytes, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw Error(fmt::format("read failed: {}", std::strerror(errno)));
-    if (got == 0) throw Error("the file ends before the array's data");
-    target += got;
-    bytes -= static_cast<std::size_t>(got);
-    offset += static_cast<std::uint64_t>(got);
-  }
+  const std::optional<std::uint64_t> offset = fd ? contiguous_data_offset(dataset) : std::nullopt;
+  if (!offset) return std::nullopt;
+  return RawLocation{*fd, *offset};
 }
 
 // Reads a whole dataset into `out` (or, when null, through the two `scratch` buffers, keeping nothing) and
@@ -149,8 +134,8 @@ void pread_all(int fd, std::uint8_t* target, std::size_t bytes, std::uint64_t of
 // array's checksum exposed (warm reads at 0.52 of raw, 0.65-0.88 with 4 MB), while 1 MB pieces
 // spent more on an H5Dread per piece than they hid.
 std::uint64_t read_checksummed(hid_t dataset, hid_t memory, const std::vector<hsize_t>& dims, std::size_t element_bytes,
-                               std::optional<RawLocation> raw, std::uint8_t* out, ScratchBuffers& scratch,
-                               ChecksumKind kind, ChecksumWorker& worker) {
+                               std::optional<RawLocation> raw, const std::string& path, std::uint8_t* out,
+                               ScratchBuffers& scratch, ChecksumKind kind, ChecksumWorker& worker) {
   const std::size_t piece_bytes = raw ? std::size_t{512} << 10 : std::size_t{4} << 20;
   PieceChecksum checksum(kind);
   hsize_t elements = 1;
@@ -179,7 +164,7 @@ std::uint64_t read_checksummed(hid_t dataset, hid_t memory, const std::vector<hs
     std::uint8_t* target = out != nullptr ? out + first * unit : scratch[piece % 2].data();
     try {
       if (raw) {
-        pread_all(raw->fd, target, bytes, raw->offset + first * unit);
+        read_exactly(raw->fd, target, bytes, raw->offset + first * unit, path);
       } else {
         const hsize_t piece_elements = bytes / element_bytes;
         H5Handle memory_space(H5Screate_simple(1, &piece_elements, nullptr));
@@ -313,7 +298,7 @@ void CheckpointReader::read_array(const std::string& path, ArrayData* out, Scrat
     ScratchBuffers none;
     const hid_t memory = memory_type(dtype);
     actual = read_checksummed(dataset.get(), memory, dims, dtype_size(dtype),
-                              raw_location(impl_->file.get(), dataset.get(), memory), destination,
+                              raw_location(impl_->file.get(), dataset.get(), memory), path_, destination,
                               scratch != nullptr ? *scratch : none,
                               xxh3 ? ChecksumKind::Xxh3Blocks : ChecksumKind::Crc32, impl_->checksums);
   } catch (const Error& e) {

@@ -2,7 +2,6 @@
 #include "compressed_chunks.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #if defined(__SSE2__)
@@ -15,9 +14,9 @@
 #include <cstring>
 #include <mutex>
 
-#include "direct_rows.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
+#include "mnddp/h5/raw_reads.hpp"
 
 namespace mnddp {
 namespace {
@@ -93,20 +92,6 @@ void unshuffle(const unsigned char* in, unsigned char* out, std::size_t bytes, s
         for (std::size_t i = 0; i < elements; ++i) out[i * element_bytes + b] = in[b * elements + i];
   }
   std::memcpy(out + elements * element_bytes, in + elements * element_bytes, bytes - elements * element_bytes);
-}
-
-void read_exactly(int fd, unsigned char* out, std::size_t bytes, std::uint64_t offset, const std::string& path) {
-  while (bytes > 0) {
-    const ssize_t got = ::pread(fd, out, bytes, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw UsageError(fmt::format("'{}': cannot read at byte {}: {}", path, offset, std::strerror(errno)));
-    if (got == 0)
-      throw UsageError(fmt::format(
-          "'{}': the file ends at byte {}, before a chunk its HDF5 metadata places there (truncated?)", path, offset));
-    out += got;
-    bytes -= static_cast<std::size_t>(got);
-    offset += static_cast<std::uint64_t>(got);
-  }
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
+#include "mnddp/h5/raw_reads.hpp"
 
 namespace mnddp {
 namespace {
@@ -74,11 +75,10 @@ std::unique_ptr<DirectRows> DirectRows::open(hid_t file, hid_t dataset, hid_t me
   if (!dcpl || rows == 0 || row_bytes == 0) return nullptr;
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
   if (layout == H5D_CONTIGUOUS) {
-    if (H5Pget_external_count(dcpl.get()) != 0) return nullptr;  // the rows live in other files
-    const haddr_t address = H5Dget_offset(dataset);
-    if (address == HADDR_UNDEF) return nullptr;  // never written: HDF5 supplies the fill value
+    const std::optional<std::uint64_t> address = contiguous_data_offset(dataset);
+    if (!address) return nullptr;  // in other files, or never written
     std::unique_ptr<DirectRows> direct(new DirectRows(*fd, path, dataset, row_bytes, rows, 1));
-    direct->chunk_offsets_[0] = address;
+    direct->chunk_offsets_[0] = *address;
     return direct;
   }
   if (layout != H5D_CHUNKED || H5Pget_nfilters(dcpl.get()) != 0) return nullptr;

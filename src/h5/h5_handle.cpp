@@ -107,21 +107,6 @@ H5Handle h5_open_read_only(const std::string& path) {
   return file;
 }
 
-std::optional<int> file_descriptor_for_raw_reads(hid_t file, hid_t dataset, hid_t memory_type) {
-  // Chunk and dataset addresses count from HDF5's base address, which is 0 only without a user block.
-  H5Handle fapl(H5Fget_access_plist(file));
-  H5Handle fcpl(H5Fget_create_plist(file));
-  hsize_t user_block = 1;
-  if (!fapl || !fcpl || H5Pget_driver(fapl.get()) != H5FD_SEC2 || H5Pget_userblock(fcpl.get(), &user_block) < 0 ||
-      user_block != 0)
-    return std::nullopt;
-  H5Handle file_type(H5Dget_type(dataset));
-  if (!file_type || H5Tequal(file_type.get(), memory_type) <= 0) return std::nullopt;  // conversion needed
-  void* handle = nullptr;
-  if (H5Fget_vfd_handle(file, fapl.get(), &handle) < 0 || handle == nullptr) return std::nullopt;
-  return *static_cast<int*>(handle);
-}
-
 std::vector<hsize_t> h5_dims(hid_t dataset) {
   std::lock_guard lock(hdf5_mutex());
   H5Handle space(H5Dget_space(dataset));

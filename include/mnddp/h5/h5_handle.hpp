@@ -5,7 +5,6 @@
 #include <hdf5.h>
 
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,11 +51,6 @@ H5Handle h5_open_read_only(const std::string& path);
 
 // A dataset's extent (empty for a scalar, or when HDF5 cannot tell).
 std::vector<hsize_t> h5_dims(hid_t dataset);
-
-// HDF5's own descriptor for `file` when the bytes of `dataset` can be read from it without HDF5:
-// the sec2 driver, no user block (addresses then count from byte 0), and a file type equal to
-// `memory_type` (no conversion). Call with hdf5_mutex() held; the file handle must outlive its use.
-std::optional<int> file_descriptor_for_raw_reads(hid_t file, hid_t dataset, hid_t memory_type);
 
 // A datatype as users name it: "uint8", "int64", "float16", "float32 (big-endian)", "string", ...
 std::string h5_type_name(hid_t type);
