@@ -276,6 +276,9 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
     slots.push_back(g.rows_end - g.rows_begin - 1);
     g.end = i + 1;
   }
+  const auto rows_of = [&](const Group& g) {
+    return std::span<const std::int64_t>(all_rows).subspan(g.rows_begin, g.rows_end - g.rows_begin);
+  };
 
   std::lock_guard lock(open_->mutex);
   // Compressed chunks of every shard decoded first, together on the decode pool: the chunks of a
@@ -288,8 +291,7 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
     if (!open_->shards[number].x) open_->open(index_, number, options_.batch_size);
     auto& shard = open_->shards[number];
     if (shard.direct != nullptr || shard.compressed == nullptr || !direct_allowed) continue;
-    wanted.push_back({number, shard.compressed.get(),
-                      std::span(all_rows).subspan(groups[k].rows_begin, groups[k].rows_end - groups[k].rows_begin)});
+    wanted.push_back({number, shard.compressed.get(), rows_of(groups[k])});
     wanted_group.push_back(k);
   }
   std::vector<bool> decoded(groups.size(), false);
@@ -299,11 +301,12 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
   }
 
   std::vector<DirectRows::Target> reads;  // direct reads: one per distinct row
-  for (std::size_t k = 0; k < groups.size(); ++k) {
-    const std::size_t number = requests[groups[k].begin].shard;
-    const auto group = std::span(requests).subspan(groups[k].begin, groups[k].end - groups[k].begin);
-    const auto rows = std::span(all_rows).subspan(groups[k].rows_begin, groups[k].rows_end - groups[k].rows_begin);
-    const auto slot = std::span(slots).subspan(groups[k].begin, group.size());
+  for (std::size_t each = 0; each < groups.size(); ++each) {
+    const Group& g = groups[each];
+    const std::size_t number = requests[g.begin].shard;
+    const auto group = std::span(requests).subspan(g.begin, g.end - g.begin);
+    const auto rows = rows_of(g);
+    const auto slot = std::span(slots).subspan(g.begin, group.size());
     auto& shard = open_->shards[number];
     const std::string& path = index_.shards[number].path;
 
@@ -328,7 +331,7 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
     }
     // Rows copied out of the chunks decoded above.
     bool placed = direct;
-    if (!placed && decoded[k]) {
+    if (!placed && decoded[each]) {
       placed = true;
       for (std::size_t i = 0; i < group.size(); ++i) {
         if (i > 0 && slot[i] == slot[i - 1]) continue;
