@@ -6,6 +6,8 @@
 //             training step, against torch's isfinite().all() per gradient (the check before)
 //   optimizer 1 rank: the optimizer step of the comparison's workloads, mnddp's one-pass FusedSgd and
 //             FusedAdamW against torch::optim's SGD and AdamW, each as a share of the training step
+//   scaling   N ranks: the comparison's workloads without DDP, with one raw MPI_Allreduce, with DDP:
+//             the weak scaling an MPI engine can reach here at best, and what mnddp reaches
 // Each pair is measured alternately in one run; medians are reported.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -301,6 +304,68 @@ void bench_optimizer(MpiComm& world, const Workload& workload, int reps) {
   }
 }
 
+// Weak scaling's ceiling on this machine: on every rank at once, the step without DDP (forward,
+// backward, optimizer) against the same step plus a raw blocking MPI_Allreduce of each gradient in
+// place (what an engine would take that cost nothing beyond MPI: no staging copy, no thread, no
+// bucket) and against mnddp's DDP step. Per-rank throughput goes as 1/step, so local/ideal is the
+// best weak scaling an MPI engine can reach here, local/ddp what mnddp reaches (no data loader).
+void bench_scaling(MpiComm& world, const Workload& workload, int reps) {
+  torch::manual_seed(1);
+  std::shared_ptr<Model> net = make_model(workload.spec);
+  torch::manual_seed(1);
+  std::shared_ptr<Model> local = make_model(workload.spec);
+  DistributedDataParallel ddp(net, world, trainer_options());
+  const bool lm = workload.spec.kind == ModelKind::Gpt;
+  const auto [x, y] = random_batch(workload);
+  // The comparison's optimizer (mnddp's fused one) on each model; the torch halves are not used.
+  OptimizerPair ddp_opt = optimizers_for(workload, net->parameters(), local->parameters());
+  OptimizerPair local_opt = optimizers_for(workload, local->parameters(), net->parameters());
+  std::int64_t numel = 0;
+  for (const auto& p : local->parameters()) numel += p.numel();
+  auto local_step = [&] {
+    local_opt.ours->zero_grad();
+    at::Tensor out = local->forward(x);
+    at::Tensor loss = torch::nn::functional::cross_entropy(lm ? out.flatten(0, 1) : out, lm ? y.flatten() : y);
+    loss.backward();
+    local_opt.ours->step();
+  };
+  std::vector<double> local_s, ideal_s, ddp_s, wait_s, comm_s;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    world.barrier();
+    auto t = Clock::now();
+    local_step();
+    const double a = seconds_since(t);
+    world.barrier();
+    t = Clock::now();
+    local_step();
+    for (auto& p : local->parameters())
+      MPI_Allreduce(MPI_IN_PLACE, p.mutable_grad().data_ptr<float>(), static_cast<int>(p.numel()), MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
+    const double b = seconds_since(t);
+    world.barrier();
+    t = Clock::now();
+    forward_backward(ddp, *net, workload, x, y);
+    ddp_opt.ours->step();
+    const double c = seconds_since(t);
+    if (rep < 2) continue;
+    wait_s.push_back(ddp.reducer().last_stats().finalize_wait_s);
+    comm_s.push_back(ddp.reducer().last_stats().comm_s);
+    local_s.push_back(a);
+    ideal_s.push_back(b);
+    ddp_s.push_back(c);
+  }
+  // A step is as slow as its slowest rank.
+  double times[3] = {median(local_s), median(ideal_s), median(ddp_s)};
+  MPI_Allreduce(MPI_IN_PLACE, times, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (world.is_root())
+    std::printf("%-10s %10.2f %10.3f %10.3f %10.3f %10.2f %10.2f\n", workload.name.c_str(),
+                static_cast<double>(numel) * 4.0 / 1e6, times[0] * 1e3, times[1] * 1e3, times[2] * 1e3,
+                times[0] / times[1], times[0] / times[2]);
+  if (std::getenv("MNDDP_BENCH_VERBOSE") != nullptr)
+    std::fprintf(stderr, "rank %d %s: finalize wait %.3f ms, all-reduce busy %.3f ms\n", world.rank(),
+                 workload.name.c_str(), median(wait_s) * 1e3, median(comm_s) * 1e3);
+}
+
 void bench_overhead(MpiComm& world, const std::string& model_name, std::int64_t batch, int reps) {
   BenchModel with = make_bench_model(model_name);
   BenchModel without = make_bench_model(model_name);
@@ -372,9 +437,23 @@ int main(int argc, char** argv) {
             world.size(), reps, "model", "optim", "params(MB)", "step(ms)", "ours(ms)", "share", "torch(ms)", "share",
             "speedup");
       for (const Workload& workload : comparison_workloads()) bench_optimizer(world, workload, reps);
+    } else if (mode == "scaling") {
+      if (world.is_root())
+        std::printf(
+            "# weak scaling's ceiling on %d ranks, median of %d alternating steps (slowest rank): the step without "
+            "DDP, plus a raw MPI_Allreduce of each gradient in place, and mnddp's DDP step\n"
+            "%-10s %10s %10s %10s %10s %10s %10s\n",
+            world.size(), reps, "model", "grads(MB)", "local(ms)", "ideal(ms)", "ddp(ms)", "bound", "mnddp");
+      // Optional third argument: the workloads to run (default all but ResNet-18, whose steps are long).
+      const std::string only = argc > 3 ? argv[3] : "mlp-small,mlp,convnet,gpt-small";
+      for (const Workload& workload : comparison_workloads())
+        if (("," + only + ",").find("," + workload.name + ",") != std::string::npos)
+          bench_scaling(world, workload, reps);
     } else {
       if (world.is_root())
-        std::fprintf(stderr, "usage: mnddp-bench-ddp sync|overlap|overhead|nonfinite|optimizer [reps]\n");
+        std::fprintf(
+            stderr,
+            "usage: mnddp-bench-ddp sync|overlap|overhead|nonfinite|optimizer [reps] | scaling [reps] [models]\n");
     }
   }
   MPI_Finalize();

@@ -11,3 +11,5 @@ echo "# $(date -u +%Y-%m-%d) $(nproc) cores, $(grep -m1 'model name' /proc/cpuin
 mpirun -np 2 --oversubscribe "$bin" sync "$reps"
 mpirun -np 2 --oversubscribe "$bin" overlap "$reps"
 mpirun -np 1 "$bin" overhead "$reps"
+# Weak scaling's ceiling on this machine: the MLPs' steps are short, so ten times the repetitions.
+mpirun -np 2 --oversubscribe "$bin" scaling "$((reps * 10))" mlp-small,mlp
