@@ -23,6 +23,7 @@
 #include "mnddp/h5/h5_handle.hpp"
 #include "mnddp/host_allocator.hpp"
 #include "mnddp/log.hpp"
+#include "mnddp/observe/startup_breakdown.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/runtime.hpp"
 #include "mnddp/train/checkpoint_evaluation.hpp"
@@ -150,6 +151,7 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
 
   if (config.deterministic) make_deterministic();  // before any torch computation, and MKL's first call
   const int threads = configure_threads(config, rank);
+  process_startup().mark("config");
   if (rank.is_root()) spdlog::debug("host memory: {}", host_allocator_name());
 
   Trainer trainer(config, rank, world);
@@ -249,6 +251,7 @@ int evaluate(Runtime& runtime, Watchdog& watchdog, std::vector<std::string> args
 }  // namespace
 
 int main(int argc, char** argv) {
+  process_startup().mark("libraries");  // from the process's start: the dynamic loader's work
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::printf("%s", kUsage);
@@ -282,6 +285,7 @@ int main(int argc, char** argv) {
   std::optional<Watchdog> watchdog;  // destroyed before the runtime finalizes MPI
   try {
     runtime.emplace(argc, argv);
+    process_startup().mark("MPI init");
     // Until the config is agreed, the default timeout guards start-up (a rank that never arrives).
     watchdog.emplace(runtime->info(), TrainingConfig{}.collective_timeout);
     h5_silence_default_errors();

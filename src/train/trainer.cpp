@@ -17,6 +17,7 @@
 #include "mnddp/amp/autocast.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/observe/resources.hpp"
+#include "mnddp/observe/startup_breakdown.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/train/checks_gradients.hpp"
 #include "mnddp/train/device_batch.hpp"
@@ -157,6 +158,8 @@ double Trainer::train_step(Loader& loader, std::int64_t step, double lr) {
     const auto wait_start = Clock::now();
     auto batch = loader.next();
     r.log->add_data_wait(seconds_since(wait_start));
+    if (process_startup().finish("first batch"))  // once per process: start-up ends with the first batch
+      spdlog::debug("start-up: {}", process_startup().describe());
     if (!batch) throw Error("loader ended before the planned number of batches (internal error)");
     // Only the last micro-step of an accumulation communicates.
     step_loss += forward_backward(to_device(*batch, r.device.device), step, micro + 1 == accum) / accum;

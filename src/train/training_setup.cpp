@@ -10,6 +10,7 @@
 #include "mnddp/error.hpp"
 #include "mnddp/model/memory_layout.hpp"
 #include "mnddp/model/sync_batch_norm.hpp"
+#include "mnddp/observe/startup_breakdown.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/train/optim.hpp"
 #include "training_run.hpp"
@@ -138,21 +139,27 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const
                                              GradientCommWrapper wrap) {
   auto run = std::make_unique<TrainingRun>(config, rank, control);
   TrainingRun& r = *run;
+  StartupBreakdown& startup = process_startup();
   on_all_then_agree(control, [&] { r.device = select_device(config.device, rank); });
   r.backend = select_gradient_backend(config.backend, r.device.cuda_index(), r.device.visible_gpus, rank, control);
+  startup.mark("device");
   on_all_then_agree(control, [&] {
     check_device_rules(config, r.device);
     TaskOptions task = task_options(config);
     r.data = open_training_data(config, rank, control, task);
+    startup.mark("shard scan");
     r.task = make_task(task, r.data.train_index);
     check_keep_best(config, *r.task);
     r.data.loading.content = r.task->content();
     r.model = build_model(config, r.data.train_index.sample_shape, *r.task, r.device, rank);
   });
+  startup.mark("model build");
   r.gradient_comm = make_gradient_comm(r.backend, control, r.device.cuda_index(), config.collective_timeout);
   if (wrap) r.gradient_comm = wrap(r.gradient_comm);
   if (config.sync_batch_norm) bind_sync_batch_norm_layers(*r.model, *r.gradient_comm, config);
+  startup.mark("gradient communicator");  // NCCL's initialisation on GPUs
   r.ddp = std::make_unique<DistributedDataParallel>(r.model, control, *r.gradient_comm, ddp_options(config));
+  startup.mark("DDP broadcast");
   on_all_then_agree(control, [&] { r.optimizer = make_optimizer(config, r.model->named_parameters()); });
   r.scaler = std::make_unique<LossScaler>(scaler_options(config), r.device.device);
   // The checkpoints record what the data decided (the vocabulary, the context), so `mnddp eval`
@@ -163,7 +170,9 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const
   r.checkpointer = std::make_unique<Checkpointer>(checkpointer_options(recorded), control, r.faults,
                                                   [&r] { r.ddp->sync_buffers(); });
   settle_preemption_signals(preemption_signals(config));
+  startup.mark("optimizer");
   on_all_then_agree(control, [&] { resume(r); });
+  startup.mark("checkpoint resume");
   r.log = std::make_unique<TrainingLog>(rank.is_root() ? config.metrics_file : std::string(), r.start.interval_loss,
                                         r.start.interval_steps);
   if (r.data.val_reader)
