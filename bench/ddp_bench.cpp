@@ -6,7 +6,8 @@
 //             training step, against torch's isfinite().all() per gradient (the check before)
 //   optimizer 1 rank: the optimizer step of the comparison's workloads, mnddp's one-pass FusedSgd and
 //             FusedAdamW against torch::optim's SGD and AdamW, each as a share of the training step
-//   scaling   N ranks: the comparison's workloads without DDP, with one raw MPI_Allreduce, with DDP:
+//   scaling   N ranks: the comparison's workloads without DDP, with a raw in-place MPI_Allreduce of
+//             each gradient, with DDP:
 //             the weak scaling an MPI engine can reach here at best, and what mnddp reaches
 // Each pair is measured alternately in one run; medians are reported.
 #include <ATen/ATen.h>
@@ -202,15 +203,19 @@ std::pair<at::Tensor, at::Tensor> random_batch(const Workload& workload) {
   return {at::randn(shape), at::randint(0, 10, {workload.batch})};
 }
 
+// The workload's loss on one batch: next-token cross-entropy for GPT, class cross-entropy otherwise.
+at::Tensor workload_loss(Model& net, const Workload& workload, const at::Tensor& x, const at::Tensor& y) {
+  const bool lm = workload.spec.kind == ModelKind::Gpt;
+  at::Tensor out = net.forward(x);
+  return torch::nn::functional::cross_entropy(lm ? out.flatten(0, 1) : out, lm ? y.flatten() : y);
+}
+
 // The step's forward and backward on one rank, as the trainer takes them (DDP alone: no copies).
 double forward_backward(DistributedDataParallel& ddp, Model& net, const Workload& workload, const at::Tensor& x,
                         const at::Tensor& y) {
-  const bool lm = workload.spec.kind == ModelKind::Gpt;
   const auto t = Clock::now();
   ddp.zero_grad();
-  at::Tensor out = net.forward(x);
-  at::Tensor loss = torch::nn::functional::cross_entropy(lm ? out.flatten(0, 1) : out, lm ? y.flatten() : y);
-  loss = ddp.scale_loss(loss);
+  at::Tensor loss = ddp.scale_loss(workload_loss(net, workload, x, y));
   ddp.prepare_for_backward(loss);
   loss.backward();
   ddp.finalize();
@@ -315,7 +320,6 @@ void bench_scaling(MpiComm& world, const Workload& workload, int reps) {
   torch::manual_seed(1);
   std::shared_ptr<Model> local = make_model(workload.spec);
   DistributedDataParallel ddp(net, world, trainer_options());
-  const bool lm = workload.spec.kind == ModelKind::Gpt;
   const auto [x, y] = random_batch(workload);
   // The comparison's optimizer (mnddp's fused one) on each model; the torch halves are not used.
   OptimizerPair ddp_opt = optimizers_for(workload, net->parameters(), local->parameters());
@@ -324,9 +328,7 @@ void bench_scaling(MpiComm& world, const Workload& workload, int reps) {
   for (const auto& p : local->parameters()) numel += p.numel();
   auto local_step = [&] {
     local_opt.ours->zero_grad();
-    at::Tensor out = local->forward(x);
-    at::Tensor loss = torch::nn::functional::cross_entropy(lm ? out.flatten(0, 1) : out, lm ? y.flatten() : y);
-    loss.backward();
+    workload_loss(*local, workload, x, y).backward();
     local_opt.ours->step();
   };
   std::vector<double> local_s, ideal_s, ddp_s, wait_s, comm_s;

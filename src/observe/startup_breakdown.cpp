@@ -12,21 +12,21 @@ namespace mnddp {
 
 void StartupBreakdown::mark(std::string_view phase) {
   std::lock_guard lock(mutex_);
-  if (finished_) return;
-  const Clock::time_point now = Clock::now();
-  phases_.push_back({std::string(phase), std::chrono::duration<double>(now - last_).count()});
-  last_ = now;
+  if (!finished_) append(phase);
 }
 
 bool StartupBreakdown::finish(std::string_view phase) {
-  {
-    std::lock_guard lock(mutex_);
-    if (finished_) return false;
-  }
-  mark(phase);
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(mutex_);  // one critical section: two callers cannot both finish
+  if (finished_) return false;
+  append(phase);
   finished_ = true;
   return true;
+}
+
+void StartupBreakdown::append(std::string_view phase) {
+  const Clock::time_point now = Clock::now();
+  phases_.push_back({std::string(phase), std::chrono::duration<double>(now - last_).count()});
+  last_ = now;
 }
 
 bool StartupBreakdown::finished() const {

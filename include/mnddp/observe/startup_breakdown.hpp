@@ -34,6 +34,8 @@ class StartupBreakdown {
   std::string describe() const;
 
  private:
+  void append(std::string_view phase);  // caller holds mutex_
+
   mutable std::mutex mutex_;
   Clock::time_point start_;
   Clock::time_point last_;
