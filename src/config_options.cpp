@@ -337,6 +337,14 @@ std::vector<OptionSpec> build_table() {
   t.add("metrics-file", &C::metrics_file, "JSON-lines metrics written by rank 0; empty: off", any_text());
   t.choice("log-level", &C::log_level, "log level of rank 0 (other ranks log warnings and errors)");
   t.add("log-all-ranks", &C::log_all_ranks, "every rank logs at log-level, not only rank 0", Check<bool>{});
+  t.choice("progress", &C::progress,
+           "bar: rank 0 redraws one progress line (step, epoch, ETA, samples/s, loss, data wait) in place of the "
+           "interval log lines; lines: a log line every log-interval; auto: bar when rank 0's stdout is a terminal");
+  t.add("trace", &C::trace_dir,
+        "write a Chrome-trace/Perfetto timeline per rank into this directory (rank-NNNNN.trace.json: data wait, "
+        "forward, backward, optimizer, each all-reduce, checkpoints, validation); 'mnddp trace merge DIR' joins "
+        "them; empty: off",
+        any_text());
 
   t.group("Distributed");
   t.choice("backend", &C::backend, "gradient all-reduce backend: auto picks nccl when every rank has a GPU");

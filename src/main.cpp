@@ -24,6 +24,7 @@
 #include "mnddp/host_allocator.hpp"
 #include "mnddp/log.hpp"
 #include "mnddp/observe/startup_breakdown.hpp"
+#include "mnddp/observe/trace_merge.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/runtime.hpp"
 #include "mnddp/train/checkpoint_evaluation.hpp"
@@ -46,6 +47,7 @@ constexpr const char* kUsage =
     "  eval      evaluate a checkpoint on validation shards, on any number of ranks\n"
     "            (--checkpoint X [--val-data ...] [any train option to override the checkpoint's])\n"
     "  export    write a checkpoint's model as a file torch.load reads (--checkpoint X --out model.pt)\n"
+    "  trace     trace merge DIR: join a --trace directory's per-rank timelines into one file\n"
     "  version   print the versions mnddp was built with\n\n"
     "'mnddp train --help' lists every training option.\n";
 
@@ -268,6 +270,14 @@ int main(int argc, char** argv) {
     } catch (const boost::program_options::error& e) {
       std::fprintf(stderr, "mnddp: error: export: %s\n", e.what());
       return kExitUsage;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "mnddp: error: %s\n", e.what());
+      return e.exit_code();
+    }
+  }
+  if (args[0] == "trace") {
+    try {
+      return trace_command({args.begin() + 1, args.end()});
     } catch (const Error& e) {
       std::fprintf(stderr, "mnddp: error: %s\n", e.what());
       return e.exit_code();

@@ -29,6 +29,7 @@ enum class MemoryLayout { Auto, Contiguous, ChannelsLast };  // --memory-format:
 enum class TaskKind { Classification, Regression, Lm };      // --task
 enum class RegressionLoss { Mse, Huber };                    // --loss
 enum class LogLevel { Trace, Debug, Info, Warn, Error };     // --log-level
+enum class ProgressMode { Auto, Bar, Lines };                // --progress: how rank 0 shows how far it has come
 
 // ChoiceNames<E>::table: every value of E with its option text, in the order --help lists them.
 template <typename E>
@@ -127,6 +128,11 @@ struct ChoiceNames<LogLevel> {
   static constexpr std::array table{named(LogLevel::Trace, "trace"), named(LogLevel::Debug, "debug"),
                                     named(LogLevel::Info, "info"), named(LogLevel::Warn, "warn"),
                                     named(LogLevel::Error, "error")};
+};
+template <>
+struct ChoiceNames<ProgressMode> {
+  static constexpr std::array table{named(ProgressMode::Auto, "auto"), named(ProgressMode::Bar, "bar"),
+                                    named(ProgressMode::Lines, "lines")};
 };
 
 // The option text of `value` ("bf16").

@@ -106,6 +106,8 @@ struct TrainingConfig {
   std::string metrics_file = "metrics.jsonl";  // rank 0 writes JSON lines; empty: off
   LogLevel log_level = LogLevel::Info;
   bool log_all_ranks = false;
+  ProgressMode progress = ProgressMode::Auto;  // auto: a bar when rank 0's stdout is a terminal
+  std::string trace_dir;                       // one Chrome-trace JSON per rank; empty: off
 
   // --- distributed ---
   Backend backend = Backend::Auto;

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
+
 #include "mnddp/choices.hpp"
 
 namespace mnddp {
@@ -17,5 +19,10 @@ struct LogSetup {
 
 // Installs the default spdlog logger (stdout). Call once, early; safe to call again to change levels.
 void init_logging(const LogSetup& setup);
+
+// A line redrawn in place at the bottom of stdout (the progress bar): log lines appear above it.
+// end_status_line() leaves its last state on screen and goes back to plain lines.
+void set_status_line(std::string text);
+void end_status_line();
 
 }  // namespace mnddp

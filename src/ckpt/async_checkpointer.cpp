@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "mnddp/device_binding.hpp"
+#include "mnddp/observe/timeline.hpp"
 
 namespace mnddp {
 
@@ -19,6 +20,7 @@ void AsyncCheckpointer::start(std::int64_t step, std::uint64_t expected_bytes, W
   thread_ = std::thread([this, step, expected_bytes, write = std::move(write), done = std::move(done)] {
     try {
       bind_rank_device();  // nothing here should touch CUDA, but if anything does, on our device
+      timeline::name_this_thread("checkpoint writer", /*shared=*/true);  // one commit at a time: one track
       const std::string path = manager_.save(step, expected_bytes, write, comm_);
       done(path);
     } catch (...) {

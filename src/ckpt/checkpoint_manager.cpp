@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mnddp/error.hpp"
+#include "mnddp/observe/timeline.hpp"
 
 namespace fs = std::filesystem;
 
@@ -193,6 +194,8 @@ std::string CheckpointManager::save(std::int64_t step, std::uint64_t expected_by
                                     const std::function<void(ParallelCheckpointWriter&)>& write, MpiComm& comm) {
   const std::string final_path = (fs::path(directory_) / file_name(step)).string();
   const std::string temp_path = final_path + ".tmp";
+  const timeline::ScopedSpan span(
+      "checkpoint", timeline::enabled() ? fmt::format("checkpoint commit (step {})", step) : std::string());
 
   // 0. Room for it? Metadata and alignment add a little; 10% and 4 MiB cover both.
   on_root_then_agree(comm, [&] {

@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "mnddp/observe/timeline.hpp"
 
 namespace mnddp {
 namespace {
@@ -57,11 +60,23 @@ std::uint64_t CollectiveTracker::begin(const std::string& op, std::size_t bytes,
 }
 
 void CollectiveTracker::end(std::uint64_t seq) {
-  std::lock_guard lock(mutex_);
-  if (open_.erase(seq) > 0) {
+  std::optional<CollectiveRecord> closed;  // kept for the timeline only
+  Clock::time_point now;
+  {
+    std::lock_guard lock(mutex_);
+    const auto open = open_.find(seq);
+    if (open == open_.end()) return;
+    if (timeline::enabled()) closed = std::move(open->second);
+    open_.erase(open);
     ++finished_;
-    changed_ = Clock::now();
+    changed_ = now = Clock::now();
   }
+  if (!closed) return;
+  // From issue to completion as this process saw it (a device collective: when a wait or the
+  // watchdog's poll found it done).
+  const nlohmann::json args = {
+      {"channel", channel_}, {"op", closed->op}, {"seq", closed->seq}, {"bytes", closed->bytes}};
+  timeline::async_span("comm", closed->label.empty() ? closed->op : closed->label, closed->start, now, args.dump());
 }
 
 void CollectiveTracker::poll() {

@@ -9,6 +9,7 @@
 
 #include "mnddp/check.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/observe/timeline.hpp"
 #include "mpi_ops.hpp"
 
 namespace mnddp::mpi_detail {
@@ -131,6 +132,8 @@ std::shared_ptr<CommWork> AsyncChannel::allreduce(void* buffer, std::size_t coun
 }
 
 void AsyncChannel::execute(Op& op) {
+  const timeline::ScopedSpan span(
+      "comm", timeline::enabled() ? (op.label.empty() ? "allreduce" : op.label) + " (running)" : std::string());
   const auto start = Clock::now();
   try {
     if (broken_) std::rethrow_exception(broken_);
@@ -153,6 +156,7 @@ void AsyncChannel::execute(Op& op) {
 }
 
 void AsyncChannel::run() {
+  timeline::name_this_thread(tracker_.channel() + " channel");
   while (true) {
     std::shared_ptr<Op> next;
     spin_until([&] {

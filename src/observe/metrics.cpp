@@ -24,14 +24,16 @@ MetricsWriter::MetricsWriter(const std::string& path) {
 
 void MetricsWriter::write(const StepMetrics& m) {
   if (!enabled()) return;
-  const nlohmann::json line = {{"kind", "train"},
-                               {"step", m.step},
-                               {"epoch", m.epoch},
-                               {"loss", m.loss},
-                               {"lr", m.lr},
-                               {"samples_per_s", m.samples_per_second},
-                               {"step_time_s", m.step_time_s},
-                               {"data_wait_s", m.data_wait_s}};
+  nlohmann::json line = {{"kind", "train"},
+                         {"step", m.step},
+                         {"epoch", m.epoch},
+                         {"loss", m.loss},
+                         {"lr", m.lr},
+                         {"samples_per_s", m.samples_per_second},
+                         {"step_time_s", m.step_time_s},
+                         {"data_wait_s", m.data_wait_s},
+                         {"exposed_comm_s", m.exposed_comm_s}};
+  if (m.loss_scale > 0) line["loss_scale"] = m.loss_scale;
   out_ << line.dump() << '\n' << std::flush;
 }
 

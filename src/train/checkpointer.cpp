@@ -1,11 +1,14 @@
 // Checkpointing for the trainer: resume, schedule agreement, snapshot and commit.
 #include "mnddp/train/checkpointer.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <filesystem>
 #include <utility>
 
+#include "mnddp/observe/timeline.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/task/metric.hpp"
 
@@ -84,6 +87,16 @@ void Checkpointer::report_validation(std::int64_t step, double value) {
   spdlog::info("--keep-best {}: {:.6g} at step {} is the best so far", options_.keep_best, value, step);
 }
 
+std::string Checkpointer::last_written() const {
+  std::lock_guard lock(written_mutex_);
+  return last_written_;
+}
+
+std::string Checkpointer::best_written() const {
+  std::lock_guard lock(written_mutex_);
+  return best_written_;
+}
+
 void Checkpointer::wait() {
   if (async_) async_->wait();
 }
@@ -93,8 +106,14 @@ void Checkpointer::save(const TrainingPosition& position, const TrainingStateRef
   sync_replicas_();
   const bool background = async_ != nullptr;
   if (background) async_->wait();  // one commit at a time; a failed one is reported here
-  auto snapshot = std::make_shared<const StateSnapshot>(
-      take_snapshot(control_, state, position, options_.config_ini, /*copy=*/background));
+  std::shared_ptr<const StateSnapshot> snapshot;
+  {
+    const timeline::ScopedSpan span("checkpoint", timeline::enabled()
+                                                      ? fmt::format("checkpoint snapshot (step {})", position.step)
+                                                      : std::string());
+    snapshot = std::make_shared<const StateSnapshot>(
+        take_snapshot(control_, state, position, options_.config_ini, /*copy=*/background));
+  }
   const std::int64_t step = position.step;
   // Runs on the writing thread when asynchronous: it touches the snapshot and the fault hooks only.
   auto write = [this, snapshot, step](ParallelCheckpointWriter& writer) {
@@ -108,6 +127,11 @@ void Checkpointer::save(const TrainingPosition& position, const TrainingStateRef
     if (best && control_.is_root()) {
       manager_->keep_as_best(path, options_.keep_best, *best, step);
       spdlog::info("--keep-best {}: '{}' kept as {}", options_.keep_best, path, CheckpointManager::kBestFile);
+    }
+    {
+      std::lock_guard lock(written_mutex_);
+      last_written_ = path;
+      if (best) best_written_ = (std::filesystem::path(options_.directory) / CheckpointManager::kBestFile).string();
     }
     spdlog::info("checkpoint '{}' written in {:.2f} s{}", path, seconds_since(started),
                  background ? " (beside training)" : "");

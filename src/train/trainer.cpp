@@ -17,6 +17,7 @@
 #include "mnddp/amp/autocast.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/observe/resources.hpp"
+#include "mnddp/observe/run_observer.hpp"
 #include "mnddp/observe/startup_breakdown.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/train/checks_gradients.hpp"
@@ -29,8 +30,6 @@ namespace mnddp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The most GPU memory torch's caching allocator held for tensors on `device` (0 on the CPU).
 double peak_gpu_mib(c10::Device device) {
@@ -75,6 +74,8 @@ TrainResult Trainer::run() {
     return result;
   }
   r.model->train();
+  r.observers.run_started({step, r.data.steps.total_steps, r.data.steps.steps_per_epoch,
+                           r.config.batch_size * r.config.grad_accum_steps * r.rank.world_size, r.rank.world_size});
   for (std::int64_t epoch = r.start.epoch; epoch < r.config.epochs && step < r.data.steps.total_steps; ++epoch) {
     result.epochs = epoch + 1;
     const EpochEnd end = train_epoch(epoch, step, result);
@@ -87,16 +88,27 @@ TrainResult Trainer::run() {
     else
       spdlog::info("--steps-per-run {} reached: checkpointed at step {}", r.config.steps_per_run, step);
     result.steps = step;
+    finish(result);
     return result;
   }
   // The final state is always kept when checkpointing (unless this step was just saved).
+  const auto begin = Clock::now();
   r.checkpointer->after_step({step, r.config.epochs, 0, r.rank.world_size, r.config.batch_size, r.log->interval_loss(),
                               r.log->interval_steps()},
                              /*last=*/true, r.state_refs());
+  r.observers.checkpoint_blocked(step, begin, Clock::now());
   result.steps = step;
   result.peak_gpu_mib = peak_gpu_mib(r.device.device);
   if (result.peak_gpu_mib > 0) spdlog::info("peak GPU memory: {:.0f} MiB allocated", result.peak_gpu_mib);
+  finish(result);
   return result;
+}
+
+void Trainer::finish(const TrainResult& result) {
+  TrainingRun& r = *run_;
+  r.checkpointer->wait();  // the outcome names the last commit
+  r.observers.run_finished({result.steps, result.preempted, result.stopped_early, r.checkpointer->last_written(),
+                            r.checkpointer->best_written()});
 }
 
 Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, TrainResult& result) {
@@ -120,19 +132,21 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
   std::int64_t epoch_step = done / accum;
   for (; epoch_step < per_epoch && step < r.data.steps.total_steps; ++epoch_step) {
     const double lr = scheduled_lr(c, step, r.data.steps.total_steps);
+    const auto step_begin = Clock::now();
     r.log->add_step(train_step(loader, step + 1, lr));
     ++step;
-    if (step % c.log_interval == 0 || step == r.data.steps.total_steps)
-      result.last_train_loss = r.log
-                                   ->report(step, epoch, r.data.steps.total_steps, lr,
-                                            accum * c.batch_size * r.rank.world_size, r.control, r.faults)
-                                   .loss;
+    r.observers.step_finished(step, epoch, step_begin, Clock::now());
+    if (step % c.log_interval == 0 || step == r.data.steps.total_steps) {
+      const double scale = r.scaler->enabled() ? r.scaler->current_scale() : 0.0;
+      const StepMetrics interval = r.log->report(step, epoch, lr, scale, r.control, r.faults);
+      result.last_train_loss = interval.loss;
+      r.observers.interval(interval);
+    }
     // The epoch's last step validates and checkpoints below.
     if (epoch_step + 1 == per_epoch) continue;
     if (c.eval_interval > 0 && step % c.eval_interval == 0 && step < r.data.steps.total_steps)
       evaluate(step, epoch, result);  // the run's last step validates after the loop
-    const CheckpointDecision decision =
-        r.checkpointer->after_step(position(epoch, (epoch_step + 1) * accum), false, r.state_refs());
+    const CheckpointDecision decision = checkpoint_after_step(position(epoch, (epoch_step + 1) * accum));
     if (decision.stop) {
       log_resources(step);
       return {true, decision.preempted};
@@ -140,7 +154,7 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
   }
   evaluate(step, epoch, result);
   if (epoch_step == per_epoch) {
-    const CheckpointDecision decision = r.checkpointer->after_step(position(epoch + 1, 0), false, r.state_refs());
+    const CheckpointDecision decision = checkpoint_after_step(position(epoch + 1, 0));
     end = {decision.stop, decision.preempted};
   }
   log_resources(step);  // the epoch's loaders, evaluation and checkpoint are all closed by now
@@ -155,17 +169,24 @@ double Trainer::train_step(Loader& loader, std::int64_t step, double lr) {
   r.faults.at_step_start(step);
   double step_loss = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
-    const auto wait_start = Clock::now();
-    auto batch = loader.next();
-    r.log->add_data_wait(seconds_since(wait_start));
+    auto batch = [&] {
+      const PhaseTimer timer(r.observers, StepPhase::DataWait);
+      return loader.next();
+    }();
     if (process_startup().finish("first batch"))  // once per process: start-up ends with the first batch
       spdlog::debug("start-up: {}", process_startup().describe());
     if (!batch) throw Error("loader ended before the planned number of batches (internal error)");
     // Only the last micro-step of an accumulation communicates.
     step_loss += forward_backward(to_device(*batch, r.device.device), step, micro + 1 == accum) / accum;
   }
-  r.ddp->finalize();
-  apply_gradients(step, step_loss);
+  {
+    const PhaseTimer timer(r.observers, StepPhase::ExposedComm);
+    r.ddp->finalize();
+  }
+  {
+    const PhaseTimer timer(r.observers, StepPhase::Optimizer);
+    apply_gradients(step, step_loss);
+  }
   return step_loss;
 }
 
@@ -176,15 +197,17 @@ double Trainer::forward_backward(const DeviceBatch& batch, std::int64_t step, bo
   r.ddp->before_forward();
   at::Tensor loss;
   {
+    const PhaseTimer timer(r.observers, StepPhase::Forward);
     const TaskBatch io = r.task->split(batch);
     AutocastScope autocast(r.config.amp, r.device.device.type());
     loss = r.task->loss(r.model->forward(io.input), io.target);
   }
   if (r.faults.poisons_loss(step)) loss = loss * std::numeric_limits<float>::quiet_NaN();
+  const PhaseTimer timer(r.observers, StepPhase::Backward);
   at::Tensor scaled = r.ddp->scale_loss(r.scaler->scale(loss / r.config.grad_accum_steps));
   if (synchronise) r.ddp->prepare_for_backward(scaled);
   scaled.backward();
-  return loss.item<double>();
+  return loss.item<double>();  // on a GPU, waits for the step's queued work: backward's time includes it
 }
 
 void Trainer::apply_gradients(std::int64_t step, double step_loss) {
@@ -215,8 +238,10 @@ void Trainer::apply_gradients(std::int64_t step, double step_loss) {
 void Trainer::evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result) {
   TrainingRun& r = *run_;
   if (!r.evaluator) return;
+  const auto begin = Clock::now();
   r.ddp->sync_buffers();  // one model on every rank: rank 0's BatchNorm statistics
   const EvalResult eval = r.evaluator->run(*r.model);
+  r.observers.validated({step, epoch, eval.metrics, eval.samples}, eval.headline, begin, Clock::now());
   r.log->report(step, epoch, eval);
   if (!r.config.keep_best.empty())
     r.checkpointer->report_validation(step, metric_value(eval.metrics, r.config.keep_best));
@@ -224,6 +249,14 @@ void Trainer::evaluate(std::int64_t step, std::int64_t epoch, TrainResult& resul
   result.val_metrics = eval.metrics;
   result.val_headline = eval.headline;
   result.val_samples = eval.samples;
+}
+
+CheckpointDecision Trainer::checkpoint_after_step(const TrainingPosition& position) {
+  TrainingRun& r = *run_;
+  const auto begin = Clock::now();
+  const CheckpointDecision decision = r.checkpointer->after_step(position, false, r.state_refs());
+  r.observers.checkpoint_blocked(position.step, begin, Clock::now());
+  return decision;
 }
 
 void Trainer::log_resources(std::int64_t step) {

@@ -8,13 +8,19 @@
 
 namespace mnddp {
 
-TrainingLog::TrainingLog(const std::string& metrics_file, double interval_loss, std::int64_t interval_steps)
-    : writer_(metrics_file), loss_(interval_loss), steps_(interval_steps) {}
+TrainingLog::TrainingLog(TrainingLogOptions options, double interval_loss, std::int64_t interval_steps)
+    : options_(std::move(options)), writer_(options_.metrics_file), loss_(interval_loss), steps_(interval_steps) {}
 
-StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, std::int64_t total_steps, double lr,
-                                std::int64_t samples_per_step, Communicator& control, const FaultHooks& faults) {
-  double sums[2] = {loss_, data_wait_};
-  const std::size_t count = faults.metrics_count(step, 2);
+void TrainingLog::phase(StepPhase phase, Clock::time_point begin, Clock::time_point end) {
+  const double seconds = std::chrono::duration<double>(end - begin).count();
+  if (phase == StepPhase::DataWait) data_wait_ += seconds;
+  if (phase == StepPhase::ExposedComm) exposed_comm_ += seconds;
+}
+
+StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr, double loss_scale,
+                                Communicator& control, const FaultHooks& faults) {
+  double sums[3] = {loss_, data_wait_, exposed_comm_};
+  const std::size_t count = faults.metrics_count(step, 3);
   {
     const CollectiveLabel label("training metrics");
     control.allreduce(sums, count, DType::F64, ReduceOp::Avg);
@@ -26,13 +32,18 @@ StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, std::int6
   m.epoch = epoch;
   m.loss = sums[0] / steps;
   m.lr = lr;
+  m.loss_scale = loss_scale;
   m.step_time_s = elapsed / steps;
   m.data_wait_s = sums[1] / steps;
-  m.samples_per_second = steps * static_cast<double>(samples_per_step) / elapsed;
-  spdlog::info("epoch {} step {}/{}: loss {:.4f} lr {:.3g} {:.0f} samples/s step {:.1f} ms data wait {:.1f} ms", epoch,
-               step, total_steps, m.loss, lr, m.samples_per_second, m.step_time_s * 1e3, m.data_wait_s * 1e3);
+  m.exposed_comm_s = sums[2] / steps;
+  m.samples_per_second = steps * static_cast<double>(options_.samples_per_step) / elapsed;
+  spdlog::log(options_.console ? spdlog::level::info : spdlog::level::debug,
+              "epoch {} step {}/{}: loss {:.4f} lr {:.3g} {:.0f} samples/s step {:.1f} ms data wait {:.1f} ms "
+              "exposed comm {:.1f} ms",
+              epoch, step, options_.total_steps, m.loss, lr, m.samples_per_second, m.step_time_s * 1e3,
+              m.data_wait_s * 1e3, m.exposed_comm_s * 1e3);
   writer_.write(m);
-  loss_ = data_wait_ = 0.0;
+  loss_ = data_wait_ = exposed_comm_ = 0.0;
   steps_ = 0;
   start_ = Clock::now();
   return m;

@@ -17,6 +17,7 @@
 #include "mnddp/ddp/ddp.hpp"
 #include "mnddp/fault/fault_hooks.hpp"
 #include "mnddp/model/models.hpp"
+#include "mnddp/observe/run_observer.hpp"
 #include "mnddp/task/task.hpp"
 #include "mnddp/train/checkpointer.hpp"
 #include "mnddp/train/device.hpp"
@@ -59,6 +60,7 @@ struct TrainingRun {
   std::unique_ptr<Checkpointer> checkpointer;
   TrainingPosition start;  // where the loop begins (from --resume)
   std::unique_ptr<TrainingLog> log;
+  Observers observers;             // the log, the summary, and --progress, --trace's observers
   std::int64_t skipped_steps = 0;  // steps skipped for inf/NaN gradients
 
   TrainingStateRefs state_refs() {

@@ -10,7 +10,10 @@
 #include "mnddp/error.hpp"
 #include "mnddp/model/memory_layout.hpp"
 #include "mnddp/model/sync_batch_norm.hpp"
+#include "mnddp/observe/progress_bar.hpp"
+#include "mnddp/observe/run_summary.hpp"
 #include "mnddp/observe/startup_breakdown.hpp"
+#include "mnddp/observe/trace_observer.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/train/optim.hpp"
 #include "training_run.hpp"
@@ -133,6 +136,29 @@ CheckpointerOptions checkpointer_options(const TrainingConfig& config) {
   return options;
 }
 
+// The interval log, the progress bar (rank 0), the trace (--trace: collective) and the summary, in
+// the order they hear each event (the bar's last line before the summary's table).
+void add_observers(TrainingRun& r) {
+  const TrainingConfig& c = r.config;
+  const bool bar = r.rank.is_root() &&
+                   (c.progress == ProgressMode::Bar || (c.progress == ProgressMode::Auto && stdout_is_terminal()));
+  TrainingLogOptions log;
+  log.metrics_file = r.rank.is_root() ? c.metrics_file : std::string();
+  log.total_steps = r.data.steps.total_steps;
+  log.samples_per_step = c.batch_size * c.grad_accum_steps * r.rank.world_size;
+  log.console = !bar;
+  r.log = std::make_unique<TrainingLog>(log, r.start.interval_loss, r.start.interval_steps);
+  r.observers.add(*r.log);
+  if (bar) r.observers.add(std::make_unique<ProgressBar>());
+  if (!c.trace_dir.empty()) r.observers.add(std::make_unique<TraceObserver>(r.control, c.trace_dir, r.rank.host));
+  SummaryOutputs outputs;
+  outputs.metrics_file = c.metrics_file;
+  outputs.checkpoint_dir = c.checkpoint_dir;
+  outputs.trace_dir = c.trace_dir;
+  outputs.best_metric = c.keep_best;
+  r.observers.add(std::make_unique<RunSummary>(r.control, outputs));
+}
+
 }  // namespace
 
 std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const RankInfo& rank, MpiComm& control,
@@ -173,8 +199,7 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const
   startup.mark("optimizer");
   on_all_then_agree(control, [&] { resume(r); });
   startup.mark("checkpoint resume");
-  r.log = std::make_unique<TrainingLog>(rank.is_root() ? config.metrics_file : std::string(), r.start.interval_loss,
-                                        r.start.interval_steps);
+  add_observers(r);
   if (r.data.val_reader)
     r.evaluator =
         std::make_unique<Evaluator>(*r.data.val_reader, *r.task, rank, control,

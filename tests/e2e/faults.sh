@@ -53,7 +53,7 @@ fi
 
 run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault desync@20:1 --log-interval 1 --debug-collectives true
 expect_fault "desync with --debug-collectives" 1 "mnddp: error: collectives out of step" \
-  "rank 0 calls allreduce float64 x 2 (training metrics) but rank 1 calls allreduce float64 x 1"
+  "rank 0 calls allreduce float64 x 3 (training metrics) but rank 1 calls allreduce float64 x 2"
 
 run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault desync@20:1 --log-interval 1
 expect_fault "desync without the check" nonzero "injected fault desync@20:1" "rank 1@"

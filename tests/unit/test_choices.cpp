@@ -64,6 +64,7 @@ TEST(Choices, EveryEnumRoundTripsThroughItsNames) {
   expect_names_round_trip<Stem>();
   expect_names_round_trip<RegressionLoss>();
   expect_names_round_trip<LogLevel>();
+  expect_names_round_trip<ProgressMode>();
   expect_names_round_trip<FaultKind>();
 }
 

@@ -16,9 +16,11 @@ struct StepMetrics {
   std::int64_t epoch = 0;
   double loss = 0.0;
   double lr = 0.0;
+  double loss_scale = 0.0;          // fp16's dynamic loss scale; 0 without one
   double samples_per_second = 0.0;  // global: all ranks
   double step_time_s = 0.0;         // mean over the interval
   double data_wait_s = 0.0;         // mean time per step spent waiting for the loader
+  double exposed_comm_s = 0.0;      // mean time per step spent waiting for all-reduces after backward
 };
 
 struct EvalMetrics {

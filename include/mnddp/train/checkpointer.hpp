@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -64,6 +65,11 @@ class Checkpointer {
   // not, and keeps it as best.h5. The best so far survives resume (best.json).
   void report_validation(std::int64_t step, double value);
 
+  // After wait(): the newest checkpoint this invocation committed ("" when none), and best.h5's
+  // path when this invocation kept one.
+  std::string last_written() const;
+  std::string best_written() const;
+
  private:
   void save(const TrainingPosition& position, const TrainingStateRefs& state, bool wait);
 
@@ -74,8 +80,11 @@ class Checkpointer {
   std::unique_ptr<CheckpointManager> manager_;  // when a directory is given
   std::unique_ptr<AsyncCheckpointer> async_;    // and --checkpoint-async
   CheckpointSchedule schedule_;
-  std::optional<double> best_;      // the best value of options_.keep_best so far
-  std::optional<double> new_best_;  // a better one, to save at the next after_step()
+  std::optional<double> best_;        // the best value of options_.keep_best so far
+  std::optional<double> new_best_;    // a better one, to save at the next after_step()
+  mutable std::mutex written_mutex_;  // the commit's `done` may run on the writer thread
+  std::string last_written_;
+  std::string best_written_;
 };
 
 }  // namespace mnddp

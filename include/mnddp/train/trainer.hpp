@@ -35,6 +35,8 @@ struct TrainResult {
 
 struct TrainingRun;
 struct DeviceBatch;
+struct CheckpointDecision;
+struct TrainingPosition;
 class Loader;
 
 // For tests: wraps the gradient communicator a run builds (tests/mpi/test_control_plane.cpp records
@@ -71,6 +73,10 @@ class Trainer {
   double forward_backward(const DeviceBatch& batch, std::int64_t step, bool synchronise);
   void apply_gradients(std::int64_t step, double step_loss);
   void evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result);
+  // after_step of the checkpointer (collective), timed for the observers.
+  CheckpointDecision checkpoint_after_step(const TrainingPosition& position);
+  // Every rank, once, however the run ends: the observers' run_finished (the summary is collective).
+  void finish(const TrainResult& result);
   void log_resources(std::int64_t step);
 
   std::unique_ptr<TrainingRun> run_;

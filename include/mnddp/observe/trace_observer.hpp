@@ -1,0 +1,50 @@
+// TraceObserver (--trace DIR): this rank's timeline as Chrome-trace JSON (Perfetto and
+// chrome://tracing read it), DIR/rank-NNNNN.trace.json. It turns the loop's phases, steps and
+// validations into spans, adds the loss and samples/s as counters every interval, and streams
+// whatever else the process recorded (each collective from issue to completion, the MPI channel's
+// execution, checkpoint commits) to the file every interval, so memory stays bounded. Times are
+// microseconds from one job-wide origin: a barrier at start-up, so the ranks' files line up (to
+// the barrier's exit skew, and the clocks' drift over the run).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "mnddp/comm/communicator.hpp"
+#include "mnddp/observe/run_observer.hpp"
+#include "mnddp/observe/timeline.hpp"
+
+namespace mnddp {
+
+// DIR/rank-00003.trace.json
+std::string trace_file_path(const std::string& directory, int rank);
+
+class TraceObserver final : public RunObserver {
+ public:
+  // Collective over `control` (the barrier that sets the origin). Creates the directory and the
+  // file, and starts the process's timeline.
+  TraceObserver(Communicator& control, const std::string& directory, const std::string& host);
+  ~TraceObserver() override;  // closes the file as valid JSON, whatever ended the run
+  TraceObserver(const TraceObserver&) = delete;
+  TraceObserver& operator=(const TraceObserver&) = delete;
+
+  void phase(StepPhase phase, Clock::time_point begin, Clock::time_point end) override;
+  void step_finished(std::int64_t step, std::int64_t epoch, Clock::time_point begin, Clock::time_point end) override;
+  void interval(const StepMetrics& m) override;
+  void validated(const EvalMetrics& m, std::string_view headline, Clock::time_point begin,
+                 Clock::time_point end) override;
+  void run_finished(const RunOutcome& outcome) override;
+
+ private:
+  void flush_events();  // the timeline's pending events to the file
+  void close();
+  double micros(Clock::time_point t) const;
+
+  int rank_;
+  std::string path_;
+  std::FILE* out_ = nullptr;
+  Clock::time_point origin_;
+  bool first_event_ = true;
+};
+
+}  // namespace mnddp
