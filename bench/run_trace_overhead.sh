@@ -19,13 +19,13 @@ trap 'rm -rf "$dir"' EXIT
 
 # step_ms ARGS...: one run's mean step time in ms (the summary's "step time" line).
 step_ms() {
-  mpirun -np 2 --oversubscribe "$mnddp" train --train-data "$dir/data/train_*.h5" --batch-size 32 --threads 1 \
-    --max-steps "$steps" --log-interval 50 --metrics-file "" --progress lines "$@" |
+  mpirun -np 2 --oversubscribe "$mnddp" train --train-data "$dir/data/train_*.h5" --val-data "" --batch-size 32 --threads 1 \
+    --epochs 1000 --max-steps "$steps" --log-interval 50 --metrics-file "" --progress lines "$@" |
     awk '/^  step time/ {print $3}'
 }
 
 echo "# $(date -u +%Y-%m-%d) $(nproc) cores; $rounds rounds of $steps steps on 2 ranks, alternating"
-for buckets in default 0.05; do
+for buckets in ${MNDDP_TRACE_BENCH_BUCKETS:-default 0.05}; do
   extra=()
   [ "$buckets" = default ] || extra=(--bucket-cap-mb "$buckets" --first-bucket-mb "$buckets")
   ratios=()

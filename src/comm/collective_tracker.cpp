@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
 #include "mnddp/observe/timeline.hpp"
 
@@ -74,9 +73,9 @@ void CollectiveTracker::end(std::uint64_t seq) {
   if (!closed) return;
   // From issue to completion as this process saw it (a device collective: when a wait or the
   // watchdog's poll found it done).
-  const nlohmann::json args = {
-      {"channel", channel_}, {"op", closed->op}, {"seq", closed->seq}, {"bytes", closed->bytes}};
-  timeline::async_span("comm", closed->label.empty() ? closed->op : closed->label, closed->start, now, args.dump());
+  std::string args = fmt::format(R"({{"channel":{},"op":{},"seq":{},"bytes":{}}})", timeline::json_string(channel_),
+                                 timeline::json_string(closed->op), closed->seq, closed->bytes);
+  timeline::async_span("comm", closed->label.empty() ? closed->op : closed->label, closed->start, now, std::move(args));
 }
 
 void CollectiveTracker::poll() {

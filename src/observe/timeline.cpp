@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 namespace mnddp::timeline {
 
@@ -99,6 +100,19 @@ std::vector<std::string> thread_names() {
   Buffer& b = buffer();
   std::lock_guard lock(b.mutex);
   return b.threads;
+}
+
+std::string json_string(std::string_view text) {
+  const bool plain = std::none_of(text.begin(), text.end(), [](char c) {
+    return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x80;
+  });
+  if (!plain) return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string quoted;
+  quoted.reserve(text.size() + 2);
+  quoted += '"';
+  quoted += text;
+  quoted += '"';
+  return quoted;
 }
 
 ScopedSpan::ScopedSpan(std::string_view category, std::string name)

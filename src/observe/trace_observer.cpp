@@ -2,6 +2,7 @@
 // names and the closing bracket at the end).
 #include "mnddp/observe/trace_observer.hpp"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -13,11 +14,6 @@
 #include "mnddp/error.hpp"
 
 namespace mnddp {
-namespace {
-
-std::string json_string(std::string_view text) { return nlohmann::json(text).dump(); }
-
-}  // namespace
 
 std::string trace_file_path(const std::string& directory, int rank) {
   return (std::filesystem::path(directory) / fmt::format("rank-{:05}.trace.json", rank)).string();
@@ -49,8 +45,8 @@ TraceObserver::TraceObserver(Communicator& control, const std::string& directory
   std::fprintf(out_,
                "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":%s}},\n"
                "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
-               rank_, json_string(fmt::format("rank {} ({})", rank_, host)).c_str(), rank_, rank_);
-  first_event_ = false;
+               rank_, timeline::json_string(fmt::format("rank {} ({})", rank_, host)).c_str(), rank_, rank_);
+  writer_ = std::thread([this] { write_loop(); });
 }
 
 TraceObserver::~TraceObserver() { close(); }
@@ -66,17 +62,11 @@ void TraceObserver::phase(StepPhase phase, Clock::time_point begin, Clock::time_
 void TraceObserver::step_finished(std::int64_t step, std::int64_t epoch, Clock::time_point begin,
                                   Clock::time_point end) {
   timeline::span("step", fmt::format("step {}", step), begin, end, fmt::format("{{\"epoch\":{}}}", epoch));
-  if (timeline::pending() >= 4096) flush_events();  // long intervals: keep memory bounded
 }
 
 void TraceObserver::interval(const StepMetrics& m) {
-  flush_events();
-  if (out_ == nullptr) return;
-  const double ts = micros(Clock::now());
-  std::fprintf(out_,
-               ",\n{\"ph\":\"C\",\"name\":\"loss\",\"pid\":%d,\"ts\":%.3f,\"args\":{\"loss\":%.6g}}"
-               ",\n{\"ph\":\"C\",\"name\":\"samples/s\",\"pid\":%d,\"ts\":%.3f,\"args\":{\"samples/s\":%.6g}}",
-               rank_, ts, m.loss, rank_, ts, m.samples_per_second);
+  std::lock_guard lock(mutex_);
+  counters_.push_back({Clock::now(), m.loss, m.samples_per_second});
 }
 
 void TraceObserver::validated(const EvalMetrics& m, std::string_view, Clock::time_point begin, Clock::time_point end) {
@@ -86,36 +76,70 @@ void TraceObserver::validated(const EvalMetrics& m, std::string_view, Clock::tim
 
 void TraceObserver::run_finished(const RunOutcome&) { close(); }
 
+void TraceObserver::write_loop() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    // Once a second: a wake-up costs the ranks more than the writing (their cores are busy), and a
+    // second's events are at most a few MB.
+    wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
+    lock.unlock();
+    flush_events();
+    lock.lock();
+  }
+}
+
 void TraceObserver::flush_events() {
   if (out_ == nullptr) return;
+  // fmt formats the numbers (printf's %f costs a microsecond an event); one write per flush.
+  std::vector<Counters> counters;
+  {
+    std::lock_guard lock(mutex_);
+    counters.swap(counters_);
+  }
+  fmt::memory_buffer text;
+  for (const Counters& c : counters)
+    fmt::format_to(
+        fmt::appender(text),
+        FMT_COMPILE(",\n{{\"ph\":\"C\",\"name\":\"loss\",\"pid\":{0},\"ts\":{1:.3f},\"args\":{{\"loss\":{2}}}}}"
+                    ",\n{{\"ph\":\"C\",\"name\":\"samples/s\",\"pid\":{0},\"ts\":{1:.3f},\"args\":{{"
+                    "\"samples/s\":{3}}}}}"),
+        rank_, micros(c.at), c.loss, c.samples_per_second);
   for (const timeline::Event& e : timeline::drain()) {
-    const std::string name = json_string(e.name);
-    const std::string args = e.args.empty() ? std::string() : ",\"args\":" + e.args;
+    const std::string name = timeline::json_string(e.name);
+    const std::string_view comma = e.args.empty() ? "" : ",\"args\":";
     if (e.kind == timeline::Event::Kind::Span) {
-      std::fprintf(out_,
-                   ",\n{\"ph\":\"X\",\"cat\":\"%s\",\"name\":%s,\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f%s}",
-                   e.category.c_str(), name.c_str(), rank_, e.thread, micros(e.begin), micros(e.end) - micros(e.begin),
-                   args.c_str());
+      fmt::format_to(fmt::appender(text),
+                     FMT_COMPILE(",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{:.3f},"
+                                 "\"dur\":{:.3f}{}{}}}"),
+                     e.category, name, rank_, e.thread, micros(e.begin), micros(e.end) - micros(e.begin), comma,
+                     e.args);
     } else {
-      std::fprintf(out_,
-                   ",\n{\"ph\":\"b\",\"cat\":\"%s\",\"name\":%s,\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.3f%s}"
-                   ",\n{\"ph\":\"e\",\"cat\":\"%s\",\"name\":%s,\"id\":%llu,\"pid\":%d,\"tid\":%d,\"ts\":%.3f}",
-                   e.category.c_str(), name.c_str(), static_cast<unsigned long long>(e.id), rank_, e.thread,
-                   micros(e.begin), args.c_str(), e.category.c_str(), name.c_str(),
-                   static_cast<unsigned long long>(e.id), rank_, e.thread, micros(e.end));
+      fmt::format_to(fmt::appender(text),
+                     FMT_COMPILE(",\n{{\"ph\":\"b\",\"cat\":\"{0}\",\"name\":{1},\"id\":{2},\"pid\":{3},\"tid\":{4},"
+                                 "\"ts\":{5:.3f}{6}{7}}}"
+                                 ",\n{{\"ph\":\"e\",\"cat\":\"{0}\",\"name\":{1},\"id\":{2},\"pid\":{3},\"tid\":{4},"
+                                 "\"ts\":{8:.3f}}}"),
+                     e.category, name, e.id, rank_, e.thread, micros(e.begin), comma, e.args, micros(e.end));
     }
   }
+  std::fwrite(text.data(), 1, text.size(), out_);
   std::fflush(out_);
 }
 
 void TraceObserver::close() {
   if (out_ == nullptr) return;
   timeline::enable(false);
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (writer_.joinable()) writer_.join();
   flush_events();
   const auto threads = timeline::thread_names();
   for (std::size_t t = 0; t < threads.size(); ++t)
     std::fprintf(out_, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%zu,\"args\":{\"name\":%s}}",
-                 rank_, t, json_string(threads[t]).c_str());
+                 rank_, t, timeline::json_string(threads[t]).c_str());
   std::fprintf(out_, "\n]}\n");
   std::fclose(out_);
   out_ = nullptr;

@@ -22,7 +22,7 @@ struct Event {
     Async,  // something in flight from begin to end, overlapping others (a collective issued → done)
   };
   Kind kind = Kind::Span;
-  std::string category;  // "step", "eval", "checkpoint", "comm"
+  std::string_view category;  // a string literal: "step", "eval", "checkpoint", "comm"
   std::string name;
   Clock::time_point begin;
   Clock::time_point end;
@@ -39,7 +39,8 @@ extern std::atomic<bool> g_enabled;
 void enable(bool on);
 inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
 
-// Records an event of the calling thread (ignored while off).
+// Records an event of the calling thread (ignored while off). `category` must be a string literal
+// (it is kept as a view).
 void span(std::string_view category, std::string name, Clock::time_point begin, Clock::time_point end,
           std::string args = {});
 void async_span(std::string_view category, std::string name, Clock::time_point begin, Clock::time_point end,
@@ -55,6 +56,10 @@ std::vector<Event> drain();
 std::size_t pending();
 // Track names, indexed by Event::thread.
 std::vector<std::string> thread_names();
+
+// `text` as a JSON string, quotes included (names and labels are plain text almost always: copied
+// as they are; anything else is escaped by nlohmann::json).
+std::string json_string(std::string_view text);
 
 // A span of the calling thread from construction to destruction (nothing while off).
 class ScopedSpan {
