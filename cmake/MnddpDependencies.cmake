@@ -7,6 +7,7 @@ find_package(Boost 1.70 REQUIRED COMPONENTS program_options)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3.9 REQUIRED)
+find_package(Protobuf REQUIRED)  # --tensorboard: TensorBoard's event messages (protoc, libprotobuf)
 find_package(ZLIB REQUIRED)  # CRC-32 checksums of format-1 checkpoints (still read)
 # xxHash (Debian: libxxhash-dev): XXH3-64 block checksums of checkpoint arrays (format 2).
 find_path(MNDDP_XXHASH_INCLUDE_DIR xxhash.h)

@@ -345,6 +345,10 @@ std::vector<OptionSpec> build_table() {
         "forward, backward, optimizer, each all-reduce, checkpoints, validation); 'mnddp trace merge DIR' joins "
         "them; empty: off",
         any_text());
+  t.add("tensorboard", &C::tensorboard_dir,
+        "rank 0 writes TensorBoard scalars into this directory (loss, lr, samples/s, data-wait and "
+        "exposed-communication fractions, loss scale, validation metrics): tensorboard --logdir DIR; empty: off",
+        any_text());
 
   t.group("Distributed");
   t.choice("backend", &C::backend, "gradient all-reduce backend: auto picks nccl when every rank has a GPU");

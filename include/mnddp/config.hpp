@@ -108,6 +108,7 @@ struct TrainingConfig {
   bool log_all_ranks = false;
   ProgressMode progress = ProgressMode::Auto;  // auto: a bar when rank 0's stdout is a terminal
   std::string trace_dir;                       // one Chrome-trace JSON per rank; empty: off
+  std::string tensorboard_dir;                 // rank 0's TensorBoard scalars; empty: off
 
   // --- distributed ---
   Backend backend = Backend::Auto;

@@ -13,6 +13,7 @@
 #include "mnddp/observe/progress_bar.hpp"
 #include "mnddp/observe/run_summary.hpp"
 #include "mnddp/observe/startup_breakdown.hpp"
+#include "mnddp/observe/tensorboard.hpp"
 #include "mnddp/observe/trace_observer.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/train/optim.hpp"
@@ -151,10 +152,16 @@ void add_observers(TrainingRun& r) {
   r.observers.add(*r.log);
   if (bar) r.observers.add(std::make_unique<ProgressBar>());
   if (!c.trace_dir.empty()) r.observers.add(std::make_unique<TraceObserver>(r.control, c.trace_dir, r.rank.host));
+  if (!c.tensorboard_dir.empty()) {
+    std::unique_ptr<TensorBoardObserver> tensorboard;
+    on_root_then_agree(r.control, [&] { tensorboard = std::make_unique<TensorBoardObserver>(c.tensorboard_dir); });
+    if (tensorboard) r.observers.add(std::move(tensorboard));
+  }
   SummaryOutputs outputs;
   outputs.metrics_file = c.metrics_file;
   outputs.checkpoint_dir = c.checkpoint_dir;
   outputs.trace_dir = c.trace_dir;
+  outputs.tensorboard_dir = c.tensorboard_dir;
   outputs.best_metric = c.keep_best;
   r.observers.add(std::make_unique<RunSummary>(r.control, outputs));
 }

@@ -1,5 +1,5 @@
 # A run you can watch: the end-of-run summary table, the per-rank timeline (--trace) and its merge,
-# and the progress bar on a terminal (a pseudo-terminal from `script`) against plain interval lines
+# TensorBoard's scalars (read back by TensorBoard itself), and the progress bar on a terminal (a pseudo-terminal from `script`) against plain interval lines
 # when stdout is a file or a pipe.
 source "$(dirname "$0")/lib.sh"
 : "${MNDDP_PYTHON:=python3}"
@@ -10,7 +10,7 @@ base=(--train-data "$WORK/data/train_*.h5" --val-data "$WORK/data/val_*.h5" --ba
   --bucket-cap-mb 0.01 --first-bucket-mb 0.005)
 
 # 1. The summary table, on a run with validation, asynchronous checkpoints and a trace.
-run_mpi 2 300 "${base[@]}" --trace "$WORK/trace"
+run_mpi 2 300 "${base[@]}" --trace "$WORK/trace" --tensorboard "$WORK/tb"
 CASES=$((CASES + 1))
 if [ "$RC" != 0 ]; then fail "traced run: rc $RC"$'\n'"$(tail -5 <<<"$ERR$OUT")"; fi
 table=$(sed -n '/^run summary$/,$p' <<<"$OUT")
@@ -47,6 +47,8 @@ if f"{work}/ck/step-00000096.h5 (the last)" not in line("checkpoints"):
     sys.exit(line("checkpoints"))
 if f"{work}/metrics.jsonl" not in line("metrics") or f"mnddp trace merge {work}/trace" not in line("trace"):
     sys.exit(line("metrics") + "\n" + line("trace"))
+if f"tensorboard --logdir {work}/tb" not in line("tensorboard"):
+    sys.exit(line("tensorboard"))
 if not re.match(r"start-up +slowest rank [01] \(.+\): .*: libraries .*first batch", line("start-up")):
     sys.exit(line("start-up"))
 print(f"{step} ms per step, the shares add up to {shares:.1f}%")
@@ -66,6 +68,14 @@ fi
 "$MNDDP_BIN" trace merge "$WORK/nowhere" >/dev/null 2>"$WORK/merge.err"
 RC=$? ERR=$(cat "$WORK/merge.err") ELAPSED=0
 expect_usage_error "trace merge of a missing directory" "'$WORK/nowhere' is not a directory"
+
+# 2b. TensorBoard: its reader finds every tag at the metrics file's steps, with its values.
+CASES=$((CASES + 1))
+if result=$("$MNDDP_PYTHON" "$MNDDP_SOURCE_DIR/tests/e2e/check_tensorboard.py" "$WORK/tb" "$WORK/metrics.jsonl" 2>&1); then
+  pass "tensorboard: $result"
+else
+  fail "tensorboard: $result"
+fi
 
 # 3. Not a terminal (run 1 went to a file): interval lines, no escape codes.
 CASES=$((CASES + 1))

@@ -1,6 +1,7 @@
 // The observers' torch-free parts: the timeline records only while on and hands its events over
 // once; the progress line says where the run is and fits its width; merging per-rank traces keeps
-// every event, gives each rank its track, and keeps what a killed rank's file holds.
+// every event, gives each rank its track, and keeps what a killed rank's file holds; TensorBoard's
+// record checksum is CRC-32C, masked.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "mnddp/error.hpp"
 #include "mnddp/observe/progress_bar.hpp"
+#include "mnddp/observe/tensorboard.hpp"
 #include "mnddp/observe/timeline.hpp"
 #include "mnddp/observe/trace_merge.hpp"
 
@@ -122,4 +124,10 @@ TEST(TraceMerge, JoinsRanksIntoOneFileAndKeepsAKilledRanksCompleteEvents) {
   EXPECT_EQ(merge_traces(dir.string()).events, 8u);
   fs::remove_all(dir);
   EXPECT_THROW(merge_traces(dir.string()), UsageError);
+}
+
+TEST(TensorBoard, RecordsCarryTfRecordsMaskedCrc32c) {
+  // CRC-32C's check value (RFC 3720): "123456789" -> 0xE3069283; TFRecord masks it.
+  const std::uint32_t crc = 0xE3069283u;
+  EXPECT_EQ(masked_crc32c("123456789", 9), ((crc >> 15) | (crc << 17)) + 0xa282ead8u);
 }
