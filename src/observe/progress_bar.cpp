@@ -71,6 +71,7 @@ void ProgressBar::run_started(const RunPlan& plan) {
 }
 
 void ProgressBar::step_finished(std::int64_t step, std::int64_t epoch, Clock::time_point, Clock::time_point end) {
+  validating_ = false;
   step_ = step;
   epoch_ = epoch;
   draw(end, step == plan_.total_steps);
@@ -81,7 +82,13 @@ void ProgressBar::interval(const StepMetrics& m) {
   draw(Clock::now(), true);
 }
 
+void ProgressBar::validation_started(std::int64_t) {
+  validating_ = true;
+  draw(Clock::now(), true);
+}
+
 void ProgressBar::run_finished(const RunOutcome&) {
+  validating_ = false;
   draw(Clock::now(), true);
   end_status_line();
 }
@@ -106,7 +113,8 @@ std::string ProgressBar::render(Clock::time_point now) const {
   } else if (rate > 0) {
     right = fmt::format(" {:.0f} samples/s", rate * static_cast<double>(plan_.samples_per_step));
   }
-  right += fmt::format(" ETA {}", rate > 0 ? eta(static_cast<double>(total - step_) / rate) : "?");
+  right += validating_ ? std::string(" validating...")
+                       : fmt::format(" ETA {}", rate > 0 ? eta(static_cast<double>(total - step_) / rate) : "?");
   // The bar takes what the text leaves of the line (none on a narrow terminal).
   const int room = width_ - 1 - static_cast<int>(left.size() + right.size()) - 8;  // "[...] 100%"
   std::string bar;

@@ -239,6 +239,7 @@ void Trainer::evaluate(std::int64_t step, std::int64_t epoch, TrainResult& resul
   TrainingRun& r = *run_;
   if (!r.evaluator) return;
   const auto begin = Clock::now();
+  r.observers.validation_started(step);
   r.ddp->sync_buffers();  // one model on every rank: rank 0's BatchNorm statistics
   const EvalResult eval = r.evaluator->run(*r.model);
   r.observers.validated({step, epoch, eval.metrics, eval.samples}, eval.headline, begin, Clock::now());

@@ -190,7 +190,7 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const
   r.gradient_comm = make_gradient_comm(r.backend, control, r.device.cuda_index(), config.collective_timeout);
   if (wrap) r.gradient_comm = wrap(r.gradient_comm);
   if (config.sync_batch_norm) bind_sync_batch_norm_layers(*r.model, *r.gradient_comm, config);
-  startup.mark("gradient communicator");  // NCCL's initialisation on GPUs
+  startup.mark(r.backend == Backend::Nccl ? "NCCL init" : "gradient communicator");
   r.ddp = std::make_unique<DistributedDataParallel>(r.model, control, *r.gradient_comm, ddp_options(config));
   startup.mark("DDP broadcast");
   on_all_then_agree(control, [&] { r.optimizer = make_optimizer(config, r.model->named_parameters()); });

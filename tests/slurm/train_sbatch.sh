@@ -2,7 +2,7 @@
 # command-line overrides (tasks per node, GPUs per node, CPUs per task, time, output): the job
 # completes with 4 ranks, local ranks 0 and 1 on each of two nodes, each rank bound to its own core,
 # one thread per rank from SLURM_CPUS_PER_TASK, and a final accuracy; the run directory is keyed
-# by the job id. With 2 CPUs per task each rank gets 2 cores and 2 threads. A missing binary fails
+# by the job id; the output file has the plain interval lines (not a progress bar) and the summary. With 2 CPUs per task each rank gets 2 cores and 2 threads. A missing binary fails
 # fast with a message.
 source "$(dirname "$0")/lib.sh"
 use_cluster
@@ -25,6 +25,14 @@ expect_log "srun placed tasks 0-1 on n1 and 2-3 on n2, each bound to its own cor
 expect_log "the job header and the final accuracy" "$log" \
   "job $job \(mnddp\) restart 0: 2 nodes \(n\[1-2\]\), 4 tasks, 1 CPUs per task, GPUs per node 2" \
   '^final validation accuracy: (0\.9[0-9]*|1\.0+)$' 'finished$'
+# A Slurm output file is not a terminal: the plain interval line (no progress bar, no escape
+# codes), and the summary table at the end.
+expect_log "interval lines and the run summary in the output file" "$log" \
+  'epoch 1 step [0-9]+/[0-9]+: loss [0-9.]+ lr' '^run summary$' '^    exposed comm +[0-9.]+ ms' \
+  "^  checkpoints +$WORK/runs/mnddp-$job/checkpoints/step-[0-9]+\.h5 \(the last\)"
+CASES=$((CASES + 1))
+if grep -q $'\033' "$log"; then fail "escape codes in the Slurm output file: $(grep -c $'\033' "$log") lines"
+else pass "no escape codes in the Slurm output file"; fi
 CASES=$((CASES + 1))
 run_dir=$WORK/runs/mnddp-$job
 if [ -s "$run_dir/checkpoints/latest" ] && [ -s "$run_dir/metrics.jsonl" ]; then

@@ -82,6 +82,10 @@ TEST(ProgressBar, SaysWhereTheRunIsAndFitsItsWidth) {
   EXPECT_NE(line.find("[#"), std::string::npos) << line;
   EXPECT_LT(line.size(), 100u);
   EXPECT_EQ(line.find('\n'), std::string::npos);
+  bar.validation_started(50);
+  EXPECT_NE(bar.render(RunObserver::Clock::now()).find("validating..."), std::string::npos);
+  bar.step_finished(51, 1, start, start + 1s);
+  EXPECT_EQ(bar.render(RunObserver::Clock::now()).find("validating"), std::string::npos) << "until the next step";
   ProgressBar narrow(40);
   narrow.run_started({0, 200, 50, 64, 2});
   EXPECT_LT(narrow.render(RunObserver::Clock::now()).size(), 40u);

@@ -22,6 +22,7 @@ class ProgressBar final : public RunObserver {
   void run_started(const RunPlan& plan) override;
   void step_finished(std::int64_t step, std::int64_t epoch, Clock::time_point begin, Clock::time_point end) override;
   void interval(const StepMetrics& m) override;
+  void validation_started(std::int64_t step) override;  // "validating" until the next step
   void run_finished(const RunOutcome& outcome) override;
 
   // The line for `step` at time `now` (drawn at most 10 times a second, and at every interval).
@@ -37,6 +38,7 @@ class ProgressBar final : public RunObserver {
   std::int64_t step_ = 0;
   std::int64_t epoch_ = 0;
   std::optional<StepMetrics> last_;
+  bool validating_ = false;
 };
 
 }  // namespace mnddp

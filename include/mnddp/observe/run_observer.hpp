@@ -58,6 +58,8 @@ class RunObserver {
                              Clock::time_point /*end*/) {}
   // Every --log-interval, on every rank, with the interval's metrics averaged over ranks.
   virtual void interval(const StepMetrics&) {}
+  // A validation pass begins after step `step` (every rank).
+  virtual void validation_started(std::int64_t /*step*/) {}
   // A validation pass (every rank; the metrics are exact over all ranks). `headline`: the task's
   // main metric (accuracy, r2, perplexity).
   virtual void validated(const EvalMetrics&, std::string_view /*headline*/, Clock::time_point /*begin*/,
@@ -89,6 +91,9 @@ class Observers final : public RunObserver {
   }
   void interval(const StepMetrics& m) override {
     for (auto& o : all_) o->interval(m);
+  }
+  void validation_started(std::int64_t step) override {
+    for (auto& o : all_) o->validation_started(step);
   }
   void validated(const EvalMetrics& m, std::string_view headline, Clock::time_point begin,
                  Clock::time_point end) override {
