@@ -37,6 +37,11 @@ void MetricsWriter::write(const StepMetrics& m) {
   out_ << line.dump() << '\n' << std::flush;
 }
 
+void MetricsWriter::write_line(const std::string& json) {
+  if (!enabled()) return;
+  out_ << json << '\n' << std::flush;
+}
+
 void MetricsWriter::write(const EvalMetrics& m) {
   if (!enabled()) return;
   nlohmann::json line = {{"kind", "eval"}, {"step", m.step}, {"epoch", m.epoch}, {"samples", m.samples}};

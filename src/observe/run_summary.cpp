@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/observe/startup_breakdown.hpp"
@@ -70,7 +71,10 @@ std::string_view phase_name(StepPhase phase) {
 }
 
 RunSummary::RunSummary(Communicator& control, SummaryOutputs outputs)
-    : control_(control), outputs_(std::move(outputs)), started_(Clock::now()) {}
+    : control_(control),
+      outputs_(std::move(outputs)),
+      metrics_(control.is_root() ? outputs_.metrics_file : std::string()),
+      started_(Clock::now()) {}
 
 void RunSummary::run_started(const RunPlan& plan) {
   plan_ = plan;
@@ -131,19 +135,6 @@ void RunSummary::run_finished(const RunOutcome& outcome) {
   }
   if (!control_.is_root()) return;
   auto at = [&](std::size_t rank, std::size_t slot) { return all[rank * Slot::Count + slot]; };
-
-  std::string t = "run summary\n";
-  const std::int64_t done = last_step_ - plan_.first_step;
-  const double process = seconds(process_start_time(), Clock::now());
-  t += fmt::format("  wall time      {} (start-up {}, training {})\n", duration(process),
-                   duration(startup.total_seconds()), duration(training));
-  const std::string ending = outcome.preempted       ? "; stopped by a preemption signal"
-                             : outcome.stopped_early ? "; stopped by --steps-per-run"
-                                                     : "";
-  t += fmt::format("  steps          {} of {} ({} this run, epoch {}{}), {} samples, {:.0f} samples/s\n", outcome.steps,
-                   plan_.total_steps, done, last_epoch_, ending, done * plan_.samples_per_step,
-                   training > 0 ? static_cast<double>(done * plan_.samples_per_step) / training : 0.0);
-
   // Per-step means: each rank's total over its own timed steps, then the mean over ranks.
   auto per_step = [&](std::size_t rank, std::size_t slot) {
     const double steps = at(rank, Slot::StepsTimed);
@@ -154,29 +145,62 @@ void RunSummary::run_finished(const RunOutcome& outcome) {
     for (std::size_t r = 0; r < ranks; ++r) sum += per_step(r, slot);
     return sum / static_cast<double>(ranks);
   };
-  const double step = mean_over_ranks(Slot::StepSeconds);
-  if (steps_timed_ > 0 && step > 0) {
+
+  Figures f;
+  f.ranks = ranks;
+  f.wall = seconds(process_start_time(), Clock::now());
+  f.training = training;
+  f.done = last_step_ - plan_.first_step;
+  f.samples_per_second = training > 0 ? static_cast<double>(f.done * plan_.samples_per_step) / training : 0.0;
+  f.step = steps_timed_ > 0 ? mean_over_ranks(Slot::StepSeconds) : 0.0;
+  for (std::size_t p = 0; p < kStepPhaseCount; ++p) {
+    f.phases[p].mean = mean_over_ranks(Slot::Phases + p);
+    for (std::size_t r = 1; r < ranks; ++r)
+      if (per_step(r, Slot::Phases + p) > per_step(f.phases[p].most, Slot::Phases + p)) f.phases[p].most = r;
+    f.phases[p].most_seconds = per_step(f.phases[p].most, Slot::Phases + p);
+  }
+  f.outside = std::max(0.0, training - step_seconds_ - validation_seconds_ - checkpoint_seconds_);
+  for (std::size_t r = 1; r < ranks; ++r)
+    if (at(r, Slot::StartupTotal) > at(f.slowest_startup, Slot::StartupTotal)) f.slowest_startup = r;
+  f.startup = at(f.slowest_startup, Slot::StartupTotal);
+  for (std::size_t i = 0; i < std::min(kStartupSlots, startup_phases.size()); ++i)
+    f.startup_phases.push_back({startup_phases[i].name, at(f.slowest_startup, Slot::StartupPhases + i)});
+  f.hosts = std::move(hosts);
+
+  text_ = table(f, outcome);
+  std::fputs(text_.c_str(), stdout);
+  std::fflush(stdout);
+  metrics_.write_line(record(f, outcome));
+}
+
+std::string RunSummary::table(const Figures& f, const RunOutcome& outcome) const {
+  std::string t = "run summary\n";
+  t += fmt::format("  wall time      {} (start-up {}, training {})\n", duration(f.wall),
+                   duration(process_startup().total_seconds()), duration(f.training));
+  const std::string ending = outcome.preempted       ? "; stopped by a preemption signal"
+                             : outcome.stopped_early ? "; stopped by --steps-per-run"
+                                                     : "";
+  t += fmt::format("  steps          {} of {} ({} this run, epoch {}{}), {} samples, {:.0f} samples/s\n", outcome.steps,
+                   plan_.total_steps, f.done, last_epoch_, ending, f.done * plan_.samples_per_step,
+                   f.samples_per_second);
+  if (f.step > 0) {
     t += fmt::format("  step time      {:.2f} ms per step, mean over {} rank{}; the rank that spent the most:\n",
-                     step * 1e3, ranks, ranks == 1 ? "" : "s");
+                     f.step * 1e3, f.ranks, f.ranks == 1 ? "" : "s");
     double accounted = 0;
     for (std::size_t p = 0; p < kStepPhaseCount; ++p) {
-      const double mean = mean_over_ranks(Slot::Phases + p);
-      accounted += mean;
-      std::size_t most = 0;
-      for (std::size_t r = 1; r < ranks; ++r)
-        if (per_step(r, Slot::Phases + p) > per_step(most, Slot::Phases + p)) most = r;
+      const PhaseFigures& phase = f.phases[p];
+      accounted += phase.mean;
       t += fmt::format("    {:<13}{:>9.2f} ms {:>6.1f}%   rank {} ({}): {:.2f} ms\n",
-                       phase_name(static_cast<StepPhase>(p)), mean * 1e3, 100.0 * mean / step, most, hosts[most],
-                       per_step(most, Slot::Phases + p) * 1e3);
+                       phase_name(static_cast<StepPhase>(p)), phase.mean * 1e3, 100.0 * phase.mean / f.step, phase.most,
+                       f.hosts[phase.most], phase.most_seconds * 1e3);
     }
-    const double other = std::max(0.0, step - accounted);
+    const double other = std::max(0.0, f.step - accounted);
     t += fmt::format("    {:<13}{:>9.2f} ms {:>6.1f}%   (the loop itself: learning rate, zeroing, bookkeeping)\n",
-                     "other", other * 1e3, 100.0 * other / step);
+                     "other", other * 1e3, 100.0 * other / f.step);
   }
-  const double outside = std::max(0.0, training - step_seconds_ - validation_seconds_ - checkpoint_seconds_);
   t += fmt::format("  outside steps  validation {} ({} pass{}), checkpoints {} (training blocked), logging {}\n",
                    duration(validation_seconds_), validations_, validations_ == 1 ? "" : "es",
-                   duration(checkpoint_seconds_), duration(outside));
+                   duration(checkpoint_seconds_), duration(f.outside));
   if (final_)
     t += fmt::format("  validation     final {} {:.4f} at step {}; best {:.4f} at step {}\n", final_->name,
                      final_->value, final_->step, best_->value, best_->step);
@@ -185,26 +209,51 @@ void RunSummary::run_finished(const RunOutcome& outcome) {
                      outcome.best_checkpoint.empty() ? "" : fmt::format("; best: {}", outcome.best_checkpoint));
   else if (!outputs_.checkpoint_dir.empty())
     t += fmt::format("  checkpoints    none written by this run (in {})\n", outputs_.checkpoint_dir);
-  if (!outputs_.metrics_file.empty()) t += fmt::format("  metrics        {}\n", outputs_.metrics_file);
+  if (!outputs_.metrics_file.empty())
+    t += fmt::format("  metrics        {} (this table too: kind \"summary\")\n", outputs_.metrics_file);
   if (!outputs_.tensorboard_dir.empty())
     t += fmt::format("  tensorboard    {} (tensorboard --logdir {})\n", outputs_.tensorboard_dir,
                      outputs_.tensorboard_dir);
   if (!outputs_.trace_dir.empty())
     t += fmt::format("  trace          {} (one file per rank; one file with a track per rank: mnddp trace merge {})\n",
                      outputs_.trace_dir, outputs_.trace_dir);
-
-  std::size_t slowest = 0;
-  for (std::size_t r = 1; r < ranks; ++r)
-    if (at(r, Slot::StartupTotal) > at(slowest, Slot::StartupTotal)) slowest = r;
   std::string breakdown;
-  for (std::size_t i = 0; i < std::min(kStartupSlots, startup_phases.size()); ++i)
-    breakdown += fmt::format("{}{} {}", breakdown.empty() ? "" : ", ", startup_phases[i].name,
-                             duration(at(slowest, Slot::StartupPhases + i)));
-  t += fmt::format("  start-up       slowest rank {} ({}): {}{}{}\n", slowest, hosts[slowest],
-                   duration(at(slowest, Slot::StartupTotal)), breakdown.empty() ? "" : ": ", breakdown);
-  text_ = t;
-  std::fputs(text_.c_str(), stdout);
-  std::fflush(stdout);
+  for (const auto& [name, secs] : f.startup_phases)
+    breakdown += fmt::format("{}{} {}", breakdown.empty() ? "" : ", ", name, duration(secs));
+  t += fmt::format("  start-up       slowest rank {} ({}): {}{}{}\n", f.slowest_startup, f.hosts[f.slowest_startup],
+                   duration(f.startup), breakdown.empty() ? "" : ": ", breakdown);
+  return t;
+}
+
+std::string RunSummary::record(const Figures& f, const RunOutcome& outcome) const {
+  nlohmann::json j = {{"kind", "summary"},
+                      {"step", outcome.steps},
+                      {"total_steps", plan_.total_steps},
+                      {"steps_this_run", f.done},
+                      {"ranks", f.ranks},
+                      {"preempted", outcome.preempted},
+                      {"stopped_early", outcome.stopped_early},
+                      {"wall_s", f.wall},
+                      {"training_s", f.training},
+                      {"samples_per_s", f.samples_per_second},
+                      {"step_time_s", f.step},
+                      {"validation_s", validation_seconds_},
+                      {"checkpoint_blocked_s", checkpoint_seconds_},
+                      {"startup_s", f.startup},
+                      {"startup_slowest_rank", f.slowest_startup},
+                      {"last_checkpoint", outcome.last_checkpoint}};
+  for (std::size_t p = 0; p < kStepPhaseCount; ++p) {
+    std::string key(phase_name(static_cast<StepPhase>(p)));
+    std::replace(key.begin(), key.end(), ' ', '_');
+    j["phases"][key] = {
+        {"mean_s", f.phases[p].mean}, {"most_rank", f.phases[p].most}, {"most_s", f.phases[p].most_seconds}};
+  }
+  for (const auto& [name, secs] : f.startup_phases) j["startup_phases_s"][name] = secs;
+  if (final_) {
+    j["final"] = {{"metric", final_->name}, {"value", final_->value}, {"step", final_->step}};
+    j["best"] = {{"metric", best_->name}, {"value", best_->value}, {"step", best_->step}};
+  }
+  return j.dump();
 }
 
 }  // namespace mnddp

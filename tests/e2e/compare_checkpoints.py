@@ -19,8 +19,10 @@ def arrays(path):
 
 
 def losses(path):
+    """The training and validation losses; each invocation's summary line is left out (a resumed run
+    has one per invocation)."""
     rows = [json.loads(line) for line in open(path)]
-    return [(r["kind"], r["step"], r["loss"]) for r in rows]
+    return [(r["kind"], r["step"], r["loss"]) for r in rows if r["kind"] in ("train", "eval")]
 
 
 def main():

@@ -51,7 +51,13 @@ if f"tensorboard --logdir {work}/tb" not in line("tensorboard"):
     sys.exit(line("tensorboard"))
 if not re.match(r"start-up +slowest rank [01] \(.+\): .*: libraries .*first batch", line("start-up")):
     sys.exit(line("start-up"))
-print(f"{step} ms per step, the shares add up to {shares:.1f}%")
+import json
+summaries = [json.loads(l) for l in open(f"{work}/metrics.jsonl") if '"kind":"summary"' in l]
+if len(summaries) != 1 or summaries[0]["step"] != 96 or abs(summaries[0]["step_time_s"] * 1e3 - step) > 0.006:
+    sys.exit(f"the metrics file's summary lines: {summaries}")
+if set(summaries[0]["phases"]) != {"data_wait", "forward", "backward", "exposed_comm", "optimizer"}:
+    sys.exit(f"the summary line's phases: {summaries[0]['phases']}")
+print(f"{step} ms per step, the shares add up to {shares:.1f}%; the same in metrics.jsonl")
 PY
 )
 if [ $? = 0 ]; then pass "summary table: $verdict"; else fail "summary table: $verdict"; fi

@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "mnddp/comm/collective_tracker.hpp"
@@ -38,7 +39,10 @@ TEST(RunSummary, NamesTheRankThatSpentTheMostOnEachPhase) {
   MpiComm comm;
   const int n = comm.size();
   const int slow = n - 1;  // waits 5 ms for data where the others wait 1 ms
-  RunSummary summary(comm, {"metrics.jsonl", "ck", "", "", ""});
+  std::optional<testing_support::TempDir> temp;
+  if (comm.is_root()) temp.emplace("mnddp-summary");
+  const std::string metrics = temp ? temp->file("metrics.jsonl") : std::string();
+  RunSummary summary(comm, {metrics, "ck", "", "", ""});
   summary.run_started({0, 10, 10, 64, n});
   auto t = Clock::now();
   for (int step = 1; step <= 10; ++step) {
@@ -81,6 +85,18 @@ TEST(RunSummary, NamesTheRankThatSpentTheMostOnEachPhase) {
   EXPECT_NE(line_starting(text, "steps").find("10 of 10 (10 this run"), std::string::npos) << text;
   EXPECT_NE(line_starting(text, "checkpoints").find("ck/step-10.h5"), std::string::npos) << text;
   EXPECT_NE(line_starting(text, "start-up").find("slowest rank"), std::string::npos) << text;
+  // The same figures as one line of the metrics file, for scripts.
+  std::ifstream in(metrics);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const auto record = nlohmann::json::parse(line);
+  EXPECT_EQ(record["kind"], "summary");
+  EXPECT_EQ(record["step"], 10);
+  EXPECT_EQ(record["phases"]["data_wait"]["most_rank"], slow);
+  EXPECT_NEAR(record["phases"]["data_wait"]["mean_s"].get<double>(), wait_ms * 1e-3, 1e-9);
+  EXPECT_NEAR(record["step_time_s"].get<double>(), step_ms * 1e-3, 1e-9);
+  EXPECT_EQ(record["best"]["step"], 7);
+  EXPECT_EQ(record["final"]["value"], 0.6);
 }
 
 TEST(TraceObserver, OneValidFilePerRankWithTheLoopAndItsCollectivesMergedIntoATrackPerRank) {

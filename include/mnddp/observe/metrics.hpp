@@ -37,6 +37,7 @@ class MetricsWriter {
   bool enabled() const { return out_.is_open(); }
   void write(const StepMetrics& m);
   void write(const EvalMetrics& m);
+  void write_line(const std::string& json);  // an object already serialised, on one line
 
  private:
   std::ofstream out_;

@@ -2,12 +2,15 @@
 // --steps-per-run): wall time, steps and samples/s; where a step's time went (data wait, forward,
 // backward, exposed communication, optimizer: the mean over ranks and the rank that spent the most
 // on each); the time outside steps; the final and best validation metric; where the checkpoints,
-// metrics and trace went; and the start-up breakdown of the slowest rank. Collective once, at the
-// end (one all-gather of a few numbers per rank over the control communicator).
+// metrics and trace went; and the start-up breakdown of the slowest rank. The same figures go to
+// the metrics file as one line of kind "summary", for scripts. Collective once, at the end (one
+// all-gather of a few numbers per rank over the control communicator).
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mnddp/comm/communicator.hpp"
@@ -41,6 +44,29 @@ class RunSummary final : public RunObserver {
   const std::string& text() const { return text_; }
 
  private:
+  // What rank 0 worked out from every rank's timings.
+  struct PhaseFigures {
+    double mean = 0.0;          // seconds per step, the mean over ranks
+    std::size_t most = 0;       // the rank that spent the most on it
+    double most_seconds = 0.0;  // its seconds per step
+  };
+  struct Figures {
+    std::size_t ranks = 1;
+    double wall = 0.0;      // since the process started
+    double training = 0.0;  // since run_started
+    std::int64_t done = 0;  // steps this invocation
+    double samples_per_second = 0.0;
+    double step = 0.0;  // seconds per step, the mean over ranks
+    std::array<PhaseFigures, kStepPhaseCount> phases{};
+    double outside = 0.0;  // rank 0's training time outside steps, validation and checkpoints
+    std::size_t slowest_startup = 0;
+    double startup = 0.0;
+    std::vector<std::pair<std::string, double>> startup_phases;  // the slowest rank's
+    std::vector<std::string> hosts;
+  };
+  std::string table(const Figures& f, const RunOutcome& outcome) const;
+  std::string record(const Figures& f, const RunOutcome& outcome) const;  // one JSON line
+
   struct Tracked {
     std::string name;
     double value = 0.0;
@@ -49,6 +75,7 @@ class RunSummary final : public RunObserver {
 
   Communicator& control_;
   SummaryOutputs outputs_;
+  MetricsWriter metrics_;  // rank 0: the summary as a line of the metrics file
   RunPlan plan_;
   Clock::time_point started_;
   PhaseSeconds phases_{};  // this rank's totals
