@@ -2,7 +2,6 @@
 #include "mnddp/observe/run_summary.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -28,12 +27,6 @@ std::string duration(double s) {
   const auto whole = static_cast<long long>(std::llround(s));
   if (whole < 3600) return fmt::format("{}m {:02}s", whole / 60, whole % 60);
   return fmt::format("{}h {:02}m {:02}s", whole / 3600, whole % 3600 / 60, whole % 60);
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
-  return name;
 }
 
 // One rank's numbers, as gathered: fixed slots so every rank sends the same count.
@@ -70,9 +63,10 @@ std::string_view phase_name(StepPhase phase) {
   return "?";
 }
 
-RunSummary::RunSummary(Communicator& control, SummaryOutputs outputs)
+RunSummary::RunSummary(Communicator& control, SummaryOutputs outputs, std::string host)
     : control_(control),
       outputs_(std::move(outputs)),
+      host_(std::move(host)),
       metrics_(control.is_root() ? outputs_.metrics_file : std::string()),
       started_(Clock::now()) {}
 
@@ -131,7 +125,7 @@ void RunSummary::run_finished(const RunOutcome& outcome) {
   {
     const CollectiveLabel label("run summary");
     control_.allgather(mine.data(), all.data(), Slot::Count, DType::F64);
-    hosts = allgather_strings(control_, host_name());
+    hosts = allgather_strings(control_, host_);
   }
   if (!control_.is_root()) return;
   auto at = [&](std::size_t rank, std::size_t slot) { return all[rank * Slot::Count + slot]; };

@@ -20,12 +20,6 @@ double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "host";
-  return name;
-}
-
 }  // namespace
 
 std::uint32_t masked_crc32c(const void* bytes, std::size_t size) {
@@ -35,12 +29,12 @@ std::uint32_t masked_crc32c(const void* bytes, std::size_t size) {
   return ((value >> 15) | (value << 17)) + 0xa282ead8u;
 }
 
-TensorBoardWriter::TensorBoardWriter(const std::string& directory) {
+TensorBoardWriter::TensorBoardWriter(const std::string& directory, const std::string& host) {
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   const double now = wall_seconds();
   path_ = (std::filesystem::path(directory) /
-           fmt::format("events.out.tfevents.{}.{}.{}.mnddp", static_cast<long long>(now), host_name(), getpid()))
+           fmt::format("events.out.tfevents.{}.{}.{}.mnddp", static_cast<long long>(now), host, getpid()))
               .string();
   out_ = std::fopen(path_.c_str(), "wb");
   if (out_ == nullptr)
@@ -81,7 +75,8 @@ void TensorBoardWriter::write_record(const std::string& data) {
   std::fwrite(&data_crc, sizeof(data_crc), 1, out_);
 }
 
-TensorBoardObserver::TensorBoardObserver(const std::string& directory) : writer_(directory) {}
+TensorBoardObserver::TensorBoardObserver(const std::string& directory, const std::string& host)
+    : writer_(directory, host) {}
 
 void TensorBoardObserver::interval(const StepMetrics& m) {
   writer_.scalar("train/loss", m.step, m.loss);

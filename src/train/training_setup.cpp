@@ -154,7 +154,8 @@ void add_observers(TrainingRun& r) {
   if (!c.trace_dir.empty()) r.observers.add(std::make_unique<TraceObserver>(r.control, c.trace_dir, r.rank.host));
   if (!c.tensorboard_dir.empty()) {
     std::unique_ptr<TensorBoardObserver> tensorboard;
-    on_root_then_agree(r.control, [&] { tensorboard = std::make_unique<TensorBoardObserver>(c.tensorboard_dir); });
+    on_root_then_agree(r.control,
+                       [&] { tensorboard = std::make_unique<TensorBoardObserver>(c.tensorboard_dir, r.rank.host); });
     if (tensorboard) r.observers.add(std::move(tensorboard));
   }
   SummaryOutputs outputs;
@@ -163,7 +164,7 @@ void add_observers(TrainingRun& r) {
   outputs.trace_dir = c.trace_dir;
   outputs.tensorboard_dir = c.tensorboard_dir;
   outputs.best_metric = c.keep_best;
-  r.observers.add(std::make_unique<RunSummary>(r.control, outputs));
+  r.observers.add(std::make_unique<RunSummary>(r.control, outputs, r.rank.host));
 }
 
 }  // namespace

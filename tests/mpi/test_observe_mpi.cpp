@@ -42,7 +42,7 @@ TEST(RunSummary, NamesTheRankThatSpentTheMostOnEachPhase) {
   std::optional<testing_support::TempDir> temp;
   if (comm.is_root()) temp.emplace("mnddp-summary");
   const std::string metrics = temp ? temp->file("metrics.jsonl") : std::string();
-  RunSummary summary(comm, {metrics, "ck", "", "", ""});
+  RunSummary summary(comm, {metrics, "ck", "", "", ""}, fmt::format("host{}", comm.rank()));
   summary.run_started({0, 10, 10, 64, n});
   auto t = Clock::now();
   for (int step = 1; step <= 10; ++step) {
@@ -75,7 +75,7 @@ TEST(RunSummary, NamesTheRankThatSpentTheMostOnEachPhase) {
       << text;
   const std::string wait = line_starting(text, "data wait");
   EXPECT_NE(wait.find(fmt::format("{:.2f} ms", wait_ms)), std::string::npos) << text;
-  EXPECT_NE(wait.find(fmt::format("rank {} (", slow)), std::string::npos) << text;
+  EXPECT_NE(wait.find(fmt::format("rank {} (host{})", slow, slow)), std::string::npos) << text;
   EXPECT_NE(wait.find("5.00 ms"), std::string::npos) << text;
   EXPECT_NE(line_starting(text, "exposed comm").find("rank 0 ("), std::string::npos) << text;
   EXPECT_NE(line_starting(text, "validation").find("final accuracy 0.6000 at step 10; best 0.7000 at step 7"),

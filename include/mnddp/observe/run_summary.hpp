@@ -29,7 +29,8 @@ struct SummaryOutputs {
 
 class RunSummary final : public RunObserver {
  public:
-  RunSummary(Communicator& control, SummaryOutputs outputs);
+  // `host`: this rank's host name, for the table.
+  RunSummary(Communicator& control, SummaryOutputs outputs, std::string host);
 
   void run_started(const RunPlan& plan) override;
   void phase(StepPhase phase, Clock::time_point begin, Clock::time_point end) override;
@@ -75,6 +76,7 @@ class RunSummary final : public RunObserver {
 
   Communicator& control_;
   SummaryOutputs outputs_;
+  std::string host_;
   MetricsWriter metrics_;  // rank 0: the summary as a line of the metrics file
   RunPlan plan_;
   Clock::time_point started_;

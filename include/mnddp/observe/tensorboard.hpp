@@ -21,7 +21,7 @@ std::uint32_t masked_crc32c(const void* bytes, std::size_t size);
 class TensorBoardWriter {
  public:
   // Creates the directory and a new event file in it; throws UsageError naming --tensorboard.
-  explicit TensorBoardWriter(const std::string& directory);
+  TensorBoardWriter(const std::string& directory, const std::string& host);
   ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter&) = delete;
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
@@ -42,7 +42,7 @@ class TensorBoardWriter {
 // (fp16); every validation val/<metric>.
 class TensorBoardObserver final : public RunObserver {
  public:
-  explicit TensorBoardObserver(const std::string& directory);
+  TensorBoardObserver(const std::string& directory, const std::string& host);
   void interval(const StepMetrics& m) override;
   void validated(const EvalMetrics& m, std::string_view headline, Clock::time_point begin,
                  Clock::time_point end) override;
