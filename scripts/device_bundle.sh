@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian packages the GPU machine lacks (Open MPI, parallel HDF5, Boost.Program_options, spdlog,
-# fmt, nlohmann-json, GoogleTest, with every runtime library they and mnddp's binaries load), fetched
-# on this machine into device-deps/debs for the device tool's `carry` (../shared/device/README.md).
+# fmt, nlohmann-json, GoogleTest, protobuf and protoc, with every runtime library they and mnddp's
+# binaries load), fetched on this machine into device-deps/debs for the device tool's `carry`
+# (../shared/device/README.md).
 #
 # Usage: scripts/device_bundle.sh [--dry-run] [--build DIR]
 #   (no flag)  download the packages (apt-get download) into device-deps/debs, stage DIR's binaries,
@@ -25,7 +26,8 @@ readonly LIMIT_MIB=64
 readonly BASE_PACKAGES="libc6 libstdc++6 libgcc-s1 gcc-12-base libcrypt1"
 readonly DEV_PACKAGES="libopenmpi-dev openmpi-bin openmpi-common libhdf5-openmpi-dev libhdf5-dev
   libboost1.74-dev libboost-program-options1.74-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev googletest zlib1g-dev libxxhash-dev libxxhash0 libgoogle-perftools-dev libaec-dev libsz2 libssl-dev libcurl4-openssl-dev"
+  libgtest-dev googletest zlib1g-dev libxxhash-dev libxxhash0 libgoogle-perftools-dev libaec-dev libsz2 libssl-dev libcurl4-openssl-dev
+  libprotobuf-dev libprotobuf32 libprotobuf-lite32 protobuf-compiler libprotoc32"
 
 dry_run=0
 build_dir=$MNDDP_BUILD_DIR

@@ -80,14 +80,14 @@ built=0
 if ((dry_run)); then
   hide=(/usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 /usr/share/openmpi /etc/openmpi
     /usr/include/hdf5 /usr/lib/x86_64-linux-gnu/hdf5 /usr/include/boost /usr/include/spdlog /usr/include/fmt
-    /usr/include/nlohmann /usr/include/gtest /usr/include/gmock)
+    /usr/include/nlohmann /usr/include/gtest /usr/include/gmock /usr/include/google)
   rm -rf "$build"
   # cmake's arguments travel quoted in one variable; inside, the directories above are emptied and
   # the libraries and CMake packages of the carried packages replaced by nothing.
   if MNDDP_DEVICE_CMAKE_ARGS="$(printf '%q ' "${cmake_args[@]}")" unshare -m --propagation private bash -c '
       empty=$(mktemp -d)
       for d in "$@"; do [ -d "$d" ] && mount --bind "$empty" "$d"; done
-      for f in /usr/lib/x86_64-linux-gnu/cmake/* /usr/lib/x86_64-linux-gnu/lib{boost,spdlog,fmt,hdf5,mpi,gtest,crypto,ssl,curl,sz,aec}*; do
+      for f in /usr/lib/x86_64-linux-gnu/cmake/* /usr/lib/x86_64-linux-gnu/lib{boost,spdlog,fmt,hdf5,mpi,gtest,crypto,ssl,curl,sz,aec,proto}* /usr/bin/protoc*; do
         case $f in
           */cmake/Boost* | */cmake/boost_* | */cmake/spdlog | */cmake/fmt | */cmake/GTest | */cmake/nlohmann_json | */cmake/hdf5*)
             mount --bind "$empty" "$f" ;;

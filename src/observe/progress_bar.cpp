@@ -63,6 +63,8 @@ bool stdout_is_terminal() {
 
 ProgressBar::ProgressBar(int width) : width_(width > 0 ? width : terminal_width()) {}
 
+ProgressBar::~ProgressBar() { end_status_line(); }
+
 void ProgressBar::run_started(const RunPlan& plan) {
   plan_ = plan;
   step_ = plan.first_step;

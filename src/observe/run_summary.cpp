@@ -189,7 +189,7 @@ std::string RunSummary::table(const Figures& f, const RunOutcome& outcome) const
                        f.hosts[phase.most], phase.most_seconds * 1e3);
     }
     const double other = std::max(0.0, f.step - accounted);
-    t += fmt::format("    {:<13}{:>9.2f} ms {:>6.1f}%   (the loop itself: learning rate, zeroing, bookkeeping)\n",
+    t += fmt::format("    {:<13}{:>9.2f} ms {:>6.1f}%   (the loop itself: learning rate, zeroing the gradients)\n",
                      "other", other * 1e3, 100.0 * other / f.step);
   }
   t += fmt::format("  outside steps  validation {} ({} pass{}), checkpoints {} (training blocked), logging {}\n",

@@ -61,6 +61,15 @@ void TensorBoardWriter::scalar(std::string_view tag, std::int64_t step, double v
   write_record(event.SerializeAsString());
 }
 
+void TensorBoardWriter::session_start(std::int64_t step) {
+  tensorboard::Event event;
+  event.set_wall_time(wall_seconds());
+  event.set_step(step);
+  event.mutable_session_log()->set_status(tensorboard::SessionLog::START);
+  write_record(event.SerializeAsString());
+  flush();
+}
+
 void TensorBoardWriter::flush() { std::fflush(out_); }
 
 void TensorBoardWriter::write_record(const std::string& data) {
@@ -77,6 +86,8 @@ void TensorBoardWriter::write_record(const std::string& data) {
 
 TensorBoardObserver::TensorBoardObserver(const std::string& directory, const std::string& host)
     : writer_(directory, host) {}
+
+void TensorBoardObserver::run_started(const RunPlan& plan) { writer_.session_start(plan.first_step + 1); }
 
 void TensorBoardObserver::interval(const StepMetrics& m) {
   writer_.scalar("train/loss", m.step, m.loss);

@@ -38,11 +38,14 @@ std::vector<fs::path> rank_files(const std::string& directory) {
   return files;
 }
 
-// Copies one rank's events to `out`; false when the file ended before its closing bracket.
-bool copy_events(const fs::path& file, std::ofstream& out, std::size_t& events) {
+// Copies one rank's events to `out`; false when the file ended before its closing bracket (a rank
+// killed mid-run; an empty file: killed before its header). A line that is not an event (cut short
+// by the kill) is counted in `skipped` and left out.
+bool copy_events(const fs::path& file, std::ofstream& out, std::size_t& events, std::size_t& skipped) {
   std::ifstream in(file);
   std::string line;
-  if (!std::getline(in, line) || !line.ends_with(kHeaderEnd))
+  if (!std::getline(in, line)) return false;
+  if (!line.ends_with(kHeaderEnd))
     throw UsageError(
         fmt::format("mnddp trace merge: '{}' is not an mnddp trace file (its first line should end "
                     "with {})",
@@ -51,7 +54,10 @@ bool copy_events(const fs::path& file, std::ofstream& out, std::size_t& events) 
     if (line == "]}") return true;
     std::string_view event = line;
     if (event.ends_with(',')) event.remove_suffix(1);
-    if (!event.starts_with('{') || !nlohmann::json::accept(event)) return false;  // cut short here
+    if (!event.starts_with('{') || !nlohmann::json::accept(event)) {
+      ++skipped;
+      continue;
+    }
     out << (events++ == 0 ? "\n" : ",\n") << event;
   }
   return false;
@@ -69,7 +75,7 @@ TraceMergeResult merge_traces(const std::string& directory, std::string output) 
     if (!out) throw UsageError(fmt::format("mnddp trace merge: cannot write '{}'", temp));
     out << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"ranks\":" << files.size() << "},\"traceEvents\":[";
     for (const auto& file : files) {
-      if (!copy_events(file, out, result.events)) result.repaired.push_back(file.string());
+      if (!copy_events(file, out, result.events, result.skipped_lines)) result.repaired.push_back(file.string());
       ++result.ranks;
     }
     out << "\n]}\n";
@@ -108,6 +114,9 @@ int trace_command(const std::vector<std::string>& args) {
   for (const auto& file : merged.repaired)
     std::fprintf(stderr, "mnddp trace merge: warning: '%s' ended early (a killed rank?); kept its complete events\n",
                  file.c_str());
+  if (merged.skipped_lines > 0)
+    std::fprintf(stderr, "mnddp trace merge: warning: %zu lines that are not events (cut short) left out\n",
+                 merged.skipped_lines);
   std::printf("%s: %d ranks, %zu events\n", merged.output.c_str(), merged.ranks, merged.events);
   return kExitOk;
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,20 @@
 #include "mnddp/error.hpp"
 
 namespace mnddp {
+
+namespace {
+
+void remove_stale_files(const std::string& directory, int world_size) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    int rank = -1;
+    const bool rank_file = std::sscanf(name.c_str(), "rank-%d.trace.json", &rank) == 1 && name.ends_with(".trace.json");
+    if ((rank_file && rank >= world_size) || name == "merged.trace.json") std::filesystem::remove(entry.path(), error);
+  }
+}
+
+}  // namespace
 
 std::string trace_file_path(const std::string& directory, int rank) {
   return (std::filesystem::path(directory) / fmt::format("rank-{:05}.trace.json", rank)).string();
@@ -25,6 +40,9 @@ TraceObserver::TraceObserver(Communicator& control, const std::string& directory
     on_all_then_agree(control, [&] {
       std::error_code error;
       std::filesystem::create_directories(directory, error);
+      // The directory holds this invocation's trace: a rank file of a larger earlier world, and an
+      // earlier merge, would be mixed into it.
+      if (control.is_root()) remove_stale_files(directory, control.size());
       out_ = std::fopen(path_.c_str(), "w");
       if (out_ == nullptr)
         throw UsageError(fmt::format("--trace: cannot open '{}' for writing: {}", path_, std::strerror(errno)));
@@ -46,6 +64,7 @@ TraceObserver::TraceObserver(Communicator& control, const std::string& directory
                "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":%s}},\n"
                "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
                rank_, timeline::json_string(fmt::format("rank {} ({})", rank_, host)).c_str(), rank_, rank_);
+  std::fflush(out_);  // a rank killed before the first write still leaves a file merge can read
   writer_ = std::thread([this] { write_loop(); });
 }
 
@@ -97,13 +116,15 @@ void TraceObserver::flush_events() {
     counters.swap(counters_);
   }
   fmt::memory_buffer text;
-  for (const Counters& c : counters)
+  for (const Counters& c : counters) {
+    if (!std::isfinite(c.loss) || !std::isfinite(c.samples_per_second)) continue;  // JSON has no NaN
     fmt::format_to(
         fmt::appender(text),
         FMT_COMPILE(",\n{{\"ph\":\"C\",\"name\":\"loss\",\"pid\":{0},\"ts\":{1:.3f},\"args\":{{\"loss\":{2}}}}}"
                     ",\n{{\"ph\":\"C\",\"name\":\"samples/s\",\"pid\":{0},\"ts\":{1:.3f},\"args\":{{"
                     "\"samples/s\":{3}}}}}"),
         rank_, micros(c.at), c.loss, c.samples_per_second);
+  }
   for (const timeline::Event& e : timeline::drain()) {
     const std::string name = timeline::json_string(e.name);
     const std::string_view comma = e.args.empty() ? "" : ",\"args\":";
@@ -115,10 +136,11 @@ void TraceObserver::flush_events() {
                      e.args);
     } else {
       fmt::format_to(fmt::appender(text),
-                     FMT_COMPILE(",\n{{\"ph\":\"b\",\"cat\":\"{0}\",\"name\":{1},\"id\":{2},\"pid\":{3},\"tid\":{4},"
-                                 "\"ts\":{5:.3f}{6}{7}}}"
-                                 ",\n{{\"ph\":\"e\",\"cat\":\"{0}\",\"name\":{1},\"id\":{2},\"pid\":{3},\"tid\":{4},"
-                                 "\"ts\":{8:.3f}}}"),
+                     // "id2":{"local":..}: the id is this process's (every rank numbers from 1).
+                     FMT_COMPILE(",\n{{\"ph\":\"b\",\"cat\":\"{0}\",\"name\":{1},\"id2\":{{\"local\":\"{2:#x}\"}},"
+                                 "\"pid\":{3},\"tid\":{4},\"ts\":{5:.3f}{6}{7}}}"
+                                 ",\n{{\"ph\":\"e\",\"cat\":\"{0}\",\"name\":{1},\"id2\":{{\"local\":\"{2:#x}\"}},"
+                                 "\"pid\":{3},\"tid\":{4},\"ts\":{8:.3f}}}"),
                      e.category, name, e.id, rank_, e.thread, micros(e.begin), comma, e.args, micros(e.end));
     }
   }

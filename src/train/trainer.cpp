@@ -169,15 +169,18 @@ double Trainer::train_step(Loader& loader, std::int64_t step, double lr) {
   r.faults.at_step_start(step);
   double step_loss = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
-    auto batch = [&] {
+    // What the data costs the step: waiting for the loader, and the batch's copy to the device.
+    std::optional<HostBatch> host;  // outlives `batch`: on the CPU, its tensors borrow this memory
+    const DeviceBatch batch = [&] {
       const PhaseTimer timer(r.observers, StepPhase::DataWait);
-      return loader.next();
+      host = loader.next();
+      if (!host) throw Error("loader ended before the planned number of batches (internal error)");
+      return to_device(*host, r.device.device);
     }();
     if (process_startup().finish("first batch"))  // once per process: start-up ends with the first batch
       spdlog::debug("start-up: {}", process_startup().describe());
-    if (!batch) throw Error("loader ended before the planned number of batches (internal error)");
     // Only the last micro-step of an accumulation communicates.
-    step_loss += forward_backward(to_device(*batch, r.device.device), step, micro + 1 == accum) / accum;
+    step_loss += forward_backward(batch, step, micro + 1 == accum) / accum;
   }
   {
     const PhaseTimer timer(r.observers, StepPhase::ExposedComm);
@@ -194,10 +197,10 @@ double Trainer::forward_backward(const DeviceBatch& batch, std::int64_t step, bo
   TrainingRun& r = *run_;
   std::optional<DistributedDataParallel::NoSync> local_only;
   if (!synchronise) local_only.emplace(r.ddp->reducer());
-  r.ddp->before_forward();
   at::Tensor loss;
   {
     const PhaseTimer timer(r.observers, StepPhase::Forward);
+    r.ddp->before_forward();  // the buffers' broadcast, as PyTorch's DDP does in its forward
     const TaskBatch io = r.task->split(batch);
     AutocastScope autocast(r.config.amp, r.device.device.type());
     loss = r.task->loss(r.model->forward(io.input), io.target);

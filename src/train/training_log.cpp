@@ -4,12 +4,16 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "mnddp/comm/collective_tracker.hpp"
 
 namespace mnddp {
 
 TrainingLog::TrainingLog(TrainingLogOptions options, double interval_loss, std::int64_t interval_steps)
     : options_(std::move(options)), writer_(options_.metrics_file), loss_(interval_loss), steps_(interval_steps) {}
+
+void TrainingLog::run_started(const RunPlan&) { start_ = Clock::now(); }  // set-up is not a step
 
 void TrainingLog::phase(StepPhase phase, Clock::time_point begin, Clock::time_point end) {
   const double seconds = std::chrono::duration<double>(end - begin).count();
@@ -27,16 +31,18 @@ StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const auto steps = static_cast<double>(steps_);
+  // A resumed interval's loss covers its carried-over steps; its times, only this invocation's.
+  const auto timed = static_cast<double>(std::max<std::int64_t>(timed_steps_, 1));
   StepMetrics m;
   m.step = step;
   m.epoch = epoch;
   m.loss = sums[0] / steps;
   m.lr = lr;
   m.loss_scale = loss_scale;
-  m.step_time_s = elapsed / steps;
-  m.data_wait_s = sums[1] / steps;
-  m.exposed_comm_s = sums[2] / steps;
-  m.samples_per_second = steps * static_cast<double>(options_.samples_per_step) / elapsed;
+  m.step_time_s = elapsed / timed;
+  m.data_wait_s = sums[1] / timed;
+  m.exposed_comm_s = sums[2] / timed;
+  m.samples_per_second = timed * static_cast<double>(options_.samples_per_step) / elapsed;
   spdlog::log(options_.console ? spdlog::level::info : spdlog::level::debug,
               "epoch {} step {}/{}: loss {:.4f} lr {:.3g} {:.0f} samples/s step {:.1f} ms data wait {:.1f} ms "
               "exposed comm {:.1f} ms",
@@ -44,7 +50,7 @@ StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr
               m.data_wait_s * 1e3, m.exposed_comm_s * 1e3);
   writer_.write(m);
   loss_ = data_wait_ = exposed_comm_ = 0.0;
-  steps_ = 0;
+  steps_ = timed_steps_ = 0;
   start_ = Clock::now();
   return m;
 }

@@ -20,12 +20,16 @@ def spans(events, predicate):
 
 
 def async_pairs(events):
-    """{(id, cat): (begin_event, end_ts)} of b/e pairs."""
-    begins = {(e["id"], e["cat"]): e for e in events if e.get("ph") == "b"}
+    """{(pid, id, cat): (begin_event, end_ts)} of b/e pairs; ids are process-scoped (id2.local)."""
+    def key_of(e):
+        return e["pid"], e["id2"]["local"], e["cat"]
+    begins = {key_of(e): e for e in events if e.get("ph") == "b"}
+    if len(begins) != sum(1 for e in events if e.get("ph") == "b"):
+        fail("two async spans of one rank share an id")
     pairs = {}
     for e in events:
         if e.get("ph") == "e":
-            key = (e["id"], e["cat"])
+            key = key_of(e)
             if key not in begins:
                 fail(f"async end without a begin: {e}")
             pairs[key] = (begins[key], e["ts"])
@@ -89,6 +93,7 @@ def main():
         pids = {e["pid"] for e in events}
         if pids != set(range(ranks)) or len(events) != total:
             fail(f"merged: pids {sorted(pids)}, {len(events)} events (the ranks' files hold {total})")
+        async_pairs(events)  # every rank's ids start at 1: they must stay apart (process-scoped)
         print(f"ok: merged: {len(events)} events, a track per rank {sorted(pids)}")
 
 

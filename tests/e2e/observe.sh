@@ -11,6 +11,7 @@ base=(--train-data "$WORK/data/train_*.h5" --val-data "$WORK/data/val_*.h5" --ba
 
 # 1. The summary table, on a run with validation, asynchronous checkpoints and a trace.
 run_mpi 2 300 "${base[@]}" --trace "$WORK/trace" --tensorboard "$WORK/tb"
+traced_out=$OUT
 CASES=$((CASES + 1))
 if [ "$RC" != 0 ]; then fail "traced run: rc $RC"$'\n'"$(tail -5 <<<"$ERR$OUT")"; fi
 table=$(sed -n '/^run summary$/,$p' <<<"$OUT")
@@ -83,11 +84,39 @@ else
   fail "tensorboard: $result"
 fi
 
+# 2c. Resumed from an earlier checkpoint into the same TensorBoard directory: the steps after the
+# checkpoint are logged again, and TensorBoard keeps only the resumed run's (a session start at the
+# resumed step): its view equals the first run's metrics up to the checkpoint, then the second's.
+CASES=$((CASES + 1))
+tb_run=("${base[@]}" --epochs 3 --val-data "$WORK/data/val_*.h5" --tensorboard "$WORK/tb2" --checkpoint-dir "$WORK/ck2"
+  --checkpoint-interval 16)
+run_mpi 2 300 "${tb_run[@]}" --metrics-file "$WORK/first.jsonl"
+first_rc=$RC
+run_mpi 2 300 "${tb_run[@]}" --metrics-file "$WORK/second.jsonl" --resume "$WORK/ck2/step-00000016.h5"
+python3 - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+first = [json.loads(l) for l in open(f"{work}/first.jsonl")]
+second = [json.loads(l) for l in open(f"{work}/second.jsonl")]
+with open(f"{work}/combined.jsonl", "w") as out:
+    for r in first:
+        if r["kind"] in ("train", "eval") and r["step"] <= 16:
+            out.write(json.dumps(r) + "\n")
+    for r in second:
+        out.write(json.dumps(r) + "\n")
+PY
+if [ "$first_rc" = 0 ] && [ "$RC" = 0 ] &&
+  result=$("$MNDDP_PYTHON" "$MNDDP_SOURCE_DIR/tests/e2e/check_tensorboard.py" "$WORK/tb2" "$WORK/combined.jsonl" 2>&1); then
+  pass "tensorboard after a resume from step 16: $result"
+else
+  fail "tensorboard after a resume from step 16 (rc $first_rc, $RC): $result"
+fi
+
 # 3. Not a terminal (run 1 went to a file): interval lines, no escape codes.
 CASES=$((CASES + 1))
-lines=$(grep -c 'step [0-9]*/96: loss' <<<"$OUT")
-if [ "$lines" = 12 ] && ! grep -q $'\033' <<<"$OUT"; then pass "stdout a file: $lines interval lines, no escape codes"
-else fail "stdout a file: $lines interval lines (expected 12), escape codes: $(grep -c $'\033' <<<"$OUT")"; fi
+lines=$(grep -c 'step [0-9]*/96: loss' <<<"$traced_out")
+if [ "$lines" = 12 ] && ! grep -q $'\033' <<<"$traced_out"; then pass "stdout a file: $lines interval lines, no escape codes"
+else fail "stdout a file: $lines interval lines (expected 12), escape codes: $(grep -c $'\033' <<<"$traced_out")"; fi
 
 # 4. A terminal: the bar redrawn in place on rank 0, log lines above it, no interval lines. mpirun
 # gives its ranks a pseudo-terminal whatever its own stdout is: what counts is mpirun's.

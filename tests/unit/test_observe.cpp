@@ -114,11 +114,14 @@ TEST(TraceMerge, JoinsRanksIntoOneFileAndKeepsAKilledRanksCompleteEvents) {
   fs::create_directories(dir);
   write_rank(dir, 0, 5, true);
   write_rank(dir, 1, 3, false);
+  std::ofstream(dir / "rank-00002.trace.json").flush();  // killed before its header: empty
   const TraceMergeResult merged = merge_traces(dir.string());
-  EXPECT_EQ(merged.ranks, 2);
+  EXPECT_EQ(merged.ranks, 3);
   EXPECT_EQ(merged.events, 8u);
-  ASSERT_EQ(merged.repaired.size(), 1u);
+  EXPECT_EQ(merged.skipped_lines, 1u) << "rank 1's last line, cut short";
+  ASSERT_EQ(merged.repaired.size(), 2u);
   EXPECT_NE(merged.repaired[0].find("rank-00001"), std::string::npos);
+  EXPECT_NE(merged.repaired[1].find("rank-00002"), std::string::npos);
   const auto json = nlohmann::json::parse(std::ifstream(merged.output));
   std::set<int> pids;
   for (const auto& e : json["traceEvents"]) pids.insert(e["pid"].get<int>());

@@ -18,6 +18,7 @@ class ProgressBar final : public RunObserver {
  public:
   // `width`: the line's width in columns; 0 asks the terminal (80 when it does not say).
   explicit ProgressBar(int width = 0);
+  ~ProgressBar() override;  // a run that failed: its error goes below the bar's last state
 
   void run_started(const RunPlan& plan) override;
   void step_finished(std::int64_t step, std::int64_t epoch, Clock::time_point begin, Clock::time_point end) override;

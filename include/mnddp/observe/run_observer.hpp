@@ -17,8 +17,8 @@ namespace mnddp {
 
 // Where a rank's step time goes, phase by phase, in the order a step runs them.
 enum class StepPhase {
-  DataWait,     // waiting for the loader's next batch
-  Forward,      // the model and the loss
+  DataWait,     // waiting for the loader's next batch, and its copy to the device
+  Forward,      // DDP's buffer broadcast, the model and the loss
   Backward,     // autograd, with the gradient buckets' all-reduces issued as they fill
   ExposedComm,  // after backward: waiting for all-reduces still in flight (what overlap did not hide)
   Optimizer,    // gradient checks, unscaling, clipping and the optimizer's step

@@ -27,6 +27,8 @@ class TensorBoardWriter {
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
 
   void scalar(std::string_view tag, std::int64_t step, double value);
+  // A session starts at `step`: TensorBoard forgets what it read for this step and later ones.
+  void session_start(std::int64_t step);
   void flush();
   const std::string& path() const { return path_; }
 
@@ -43,6 +45,9 @@ class TensorBoardWriter {
 class TensorBoardObserver final : public RunObserver {
  public:
   TensorBoardObserver(const std::string& directory, const std::string& host);
+  // A resumed run's first logged step follows its checkpoint's: a session start there makes
+  // TensorBoard drop what an earlier invocation logged past that checkpoint (it is logged again).
+  void run_started(const RunPlan& plan) override;
   void interval(const StepMetrics& m) override;
   void validated(const EvalMetrics& m, std::string_view headline, Clock::time_point begin,
                  Clock::time_point end) override;

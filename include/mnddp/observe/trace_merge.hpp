@@ -1,6 +1,6 @@
 // mnddp trace merge DIR: the per-rank trace files of a --trace directory joined into one
 // Chrome-trace file with a track (process) per rank. A rank's file that a killed run left without
-// its closing bracket is read up to its last complete event.
+// its closing bracket (or empty) gives its complete events; a line cut short is left out.
 #pragma once
 
 #include <string>
@@ -12,7 +12,8 @@ struct TraceMergeResult {
   std::string output;
   int ranks = 0;
   std::size_t events = 0;
-  std::vector<std::string> repaired;  // files that had to be cut at their last complete event
+  std::vector<std::string> repaired;  // files without their end (a killed rank): their complete events kept
+  std::size_t skipped_lines = 0;      // lines that were not events (cut short), left out
 };
 
 // Throws UsageError (naming the directory or file) when there is nothing to merge or a file is not

@@ -29,10 +29,12 @@ class TrainingLog final : public RunObserver {
   // `interval_loss`, `interval_steps`: the interval carried over from a checkpoint.
   TrainingLog(TrainingLogOptions options, double interval_loss, std::int64_t interval_steps);
 
+  void run_started(const RunPlan& plan) override;
   void phase(StepPhase phase, Clock::time_point begin, Clock::time_point end) override;
   void add_step(double loss) {
     loss_ += loss;
     ++steps_;
+    ++timed_steps_;
   }
   double interval_loss() const { return loss_; }
   std::int64_t interval_steps() const { return steps_; }
@@ -47,7 +49,8 @@ class TrainingLog final : public RunObserver {
   TrainingLogOptions options_;
   MetricsWriter writer_;
   double loss_ = 0.0;
-  std::int64_t steps_ = 0;
+  std::int64_t steps_ = 0;        // in the interval, the ones carried over from a checkpoint included
+  std::int64_t timed_steps_ = 0;  // in the interval, in this invocation: the time-based figures' divisor
   double data_wait_ = 0.0;
   double exposed_comm_ = 0.0;
   Clock::time_point start_ = Clock::now();
