@@ -49,8 +49,8 @@ Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& co
                r.data.train_index.num_samples(), r.data.train_index.shards.size(),
                fmt::join(r.data.train_index.sample_shape, ", "));
   spdlog::info("global batch {} = {} ranks x {} x {} accumulation; {} steps per epoch, {} steps in all",
-               config.batch_size * rank.world_size * config.grad_accum_steps, rank.world_size, config.batch_size,
-               config.grad_accum_steps, r.data.steps.steps_per_epoch, r.data.steps.total_steps);
+               r.samples_per_step(), rank.world_size, config.batch_size, config.grad_accum_steps,
+               r.data.steps.steps_per_epoch, r.data.steps.total_steps);
 }
 
 Trainer::~Trainer() = default;
@@ -74,8 +74,8 @@ TrainResult Trainer::run() {
     return result;
   }
   r.model->train();
-  r.observers.run_started({step, r.data.steps.total_steps, r.data.steps.steps_per_epoch,
-                           r.config.batch_size * r.config.grad_accum_steps * r.rank.world_size, r.rank.world_size});
+  r.observers.run_started(
+      {step, r.data.steps.total_steps, r.data.steps.steps_per_epoch, r.samples_per_step(), r.rank.world_size});
   for (std::int64_t epoch = r.start.epoch; epoch < r.config.epochs && step < r.data.steps.total_steps; ++epoch) {
     result.epochs = epoch + 1;
     const EpochEnd end = train_epoch(epoch, step, result);

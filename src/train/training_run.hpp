@@ -63,6 +63,9 @@ struct TrainingRun {
   Observers observers;             // the log, the summary, and --progress, --trace's observers
   std::int64_t skipped_steps = 0;  // steps skipped for inf/NaN gradients
 
+  // The global batch of one optimizer step: every rank's micro-batches.
+  std::int64_t samples_per_step() const { return config.batch_size * config.grad_accum_steps * rank.world_size; }
+
   TrainingStateRefs state_refs() {
     return TrainingStateRefs{*model,  *optimizer,    config.optimizer,
                              *scaler, device.device, data.train_index.sample_shape};

@@ -137,8 +137,8 @@ CheckpointerOptions checkpointer_options(const TrainingConfig& config) {
   return options;
 }
 
-// The interval log, the progress bar (rank 0), the trace (--trace: collective) and the summary, in
-// the order they hear each event (the bar's last line before the summary's table).
+// The interval log, the progress bar (rank 0), the trace (--trace: collective), TensorBoard (rank
+// 0) and the summary, in the order they hear each event (the bar's last line before the table).
 void add_observers(TrainingRun& r) {
   const TrainingConfig& c = r.config;
   const bool bar = r.rank.is_root() &&
@@ -146,7 +146,7 @@ void add_observers(TrainingRun& r) {
   TrainingLogOptions log;
   log.metrics_file = r.rank.is_root() ? c.metrics_file : std::string();
   log.total_steps = r.data.steps.total_steps;
-  log.samples_per_step = c.batch_size * c.grad_accum_steps * r.rank.world_size;
+  log.samples_per_step = r.samples_per_step();
   log.console = !bar;
   r.log = std::make_unique<TrainingLog>(log, r.start.interval_loss, r.start.interval_steps);
   r.observers.add(*r.log);
