@@ -142,8 +142,8 @@ std::string CheckpointManager::file_name(std::int64_t step) {
   return fmt::format("{}{:08d}{}", kPrefix, step, kSuffix);
 }
 
-void CheckpointManager::keep_as_best(const std::string& committed, const std::string& metric, double value,
-                                     std::int64_t step) const {
+std::string CheckpointManager::keep_as_best(const std::string& committed, const std::string& metric, double value,
+                                            std::int64_t step) const {
   const std::string best = (fs::path(directory_) / kBestFile).string();
   std::error_code error;
   fs::remove(best + ".tmp", error);
@@ -166,6 +166,7 @@ void CheckpointManager::keep_as_best(const std::string& committed, const std::st
     if (!out.flush()) throw Error(fmt::format("cannot write '{}.tmp': {}", record, std::strerror(errno)));
   }
   rename_durably(record + ".tmp", record, directory_);
+  return best;
 }
 
 std::optional<CheckpointManager::Best> CheckpointManager::read_best(const std::string& directory,

@@ -16,10 +16,6 @@ namespace {
 
 using Clock = RunObserver::Clock;
 
-double seconds(Clock::time_point begin, Clock::time_point end) {
-  return std::chrono::duration<double>(end - begin).count();
-}
-
 // "850 ms", "12.3 s", "4m 05s", "2h 03m 10s"
 std::string duration(double s) {
   if (s < 1.0) return fmt::format("{:.0f} ms", s * 1e3);

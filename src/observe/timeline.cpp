@@ -90,12 +90,6 @@ std::vector<Event> drain() {
   return out;
 }
 
-std::size_t pending() {
-  Buffer& b = buffer();
-  std::lock_guard lock(b.mutex);
-  return b.events.size();
-}
-
 std::vector<std::string> thread_names() {
   Buffer& b = buffer();
   std::lock_guard lock(b.mutex);

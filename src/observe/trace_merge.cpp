@@ -13,13 +13,13 @@
 
 #include "mnddp/error.hpp"
 #include "mnddp/exit_codes.hpp"
+#include "mnddp/observe/trace_observer.hpp"
 
 namespace mnddp {
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view kSuffix = ".trace.json";
 constexpr std::string_view kHeaderEnd = "\"traceEvents\":[";
 
 std::vector<fs::path> rank_files(const std::string& directory) {
@@ -29,11 +29,11 @@ std::vector<fs::path> rank_files(const std::string& directory) {
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(directory)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with("rank-") && name.ends_with(kSuffix)) files.push_back(entry.path());
+    if (trace_file_rank(name)) files.push_back(entry.path());
   }
   if (files.empty())
     throw UsageError(
-        fmt::format("mnddp trace merge: no rank-NNNNN{} file in '{}' (written by --trace)", kSuffix, directory));
+        fmt::format("mnddp trace merge: no rank-NNNNN.trace.json file in '{}' (written by --trace)", directory));
   std::sort(files.begin(), files.end());
   return files;
 }

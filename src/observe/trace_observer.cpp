@@ -1,11 +1,12 @@
-// The per-rank Chrome-trace file: written as it goes (the header, events every interval, the thread
-// names and the closing bracket at the end).
+// The per-rank Chrome-trace file: written as it goes (the header at once, the events by the writer
+// thread once a second, the thread names and the closing bracket at the end).
 #include "mnddp/observe/trace_observer.hpp"
 
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -18,20 +19,32 @@ namespace mnddp {
 
 namespace {
 
+constexpr std::string_view kTracePrefix = "rank-";
+constexpr std::string_view kTraceSuffix = ".trace.json";
+
 void remove_stale_files(const std::string& directory, int world_size) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
     const std::string name = entry.path().filename().string();
-    int rank = -1;
-    const bool rank_file = std::sscanf(name.c_str(), "rank-%d.trace.json", &rank) == 1 && name.ends_with(".trace.json");
-    if ((rank_file && rank >= world_size) || name == "merged.trace.json") std::filesystem::remove(entry.path(), error);
+    const std::optional<int> rank = trace_file_rank(name);
+    if ((rank && *rank >= world_size) || name == "merged.trace.json") std::filesystem::remove(entry.path(), error);
   }
 }
 
 }  // namespace
 
 std::string trace_file_path(const std::string& directory, int rank) {
-  return (std::filesystem::path(directory) / fmt::format("rank-{:05}.trace.json", rank)).string();
+  return (std::filesystem::path(directory) / fmt::format("{}{:05}{}", kTracePrefix, rank, kTraceSuffix)).string();
+}
+
+std::optional<int> trace_file_rank(std::string_view file_name) {
+  if (!file_name.starts_with(kTracePrefix) || !file_name.ends_with(kTraceSuffix)) return std::nullopt;
+  const std::string_view digits =
+      file_name.substr(kTracePrefix.size(), file_name.size() - kTracePrefix.size() - kTraceSuffix.size());
+  int rank = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return rank;
 }
 
 TraceObserver::TraceObserver(Communicator& control, const std::string& directory, const std::string& host)

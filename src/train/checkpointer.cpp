@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
-#include <filesystem>
 #include <utility>
 
 #include "mnddp/observe/timeline.hpp"
@@ -124,14 +123,15 @@ void Checkpointer::save(const TrainingPosition& position, const TrainingStateRef
   std::optional<double> best = std::exchange(new_best_, std::nullopt);
   auto done = [this, step, started, background, best](const std::string& path) {
     faults_.after_checkpoint_commit(step, path);
+    std::string best_path;
     if (best && control_.is_root()) {
-      manager_->keep_as_best(path, options_.keep_best, *best, step);
+      best_path = manager_->keep_as_best(path, options_.keep_best, *best, step);
       spdlog::info("--keep-best {}: '{}' kept as {}", options_.keep_best, path, CheckpointManager::kBestFile);
     }
     {
       std::lock_guard lock(written_mutex_);
       last_written_ = path;
-      if (best) best_written_ = (std::filesystem::path(options_.directory) / CheckpointManager::kBestFile).string();
+      if (!best_path.empty()) best_written_ = best_path;
     }
     spdlog::info("checkpoint '{}' written in {:.2f} s{}", path, seconds_since(started),
                  background ? " (beside training)" : "");

@@ -16,9 +16,8 @@ TrainingLog::TrainingLog(TrainingLogOptions options, double interval_loss, std::
 void TrainingLog::run_started(const RunPlan&) { start_ = Clock::now(); }  // set-up is not a step
 
 void TrainingLog::phase(StepPhase phase, Clock::time_point begin, Clock::time_point end) {
-  const double seconds = std::chrono::duration<double>(end - begin).count();
-  if (phase == StepPhase::DataWait) data_wait_ += seconds;
-  if (phase == StepPhase::ExposedComm) exposed_comm_ += seconds;
+  if (phase == StepPhase::DataWait) data_wait_ += seconds(begin, end);
+  if (phase == StepPhase::ExposedComm) exposed_comm_ += seconds(begin, end);
 }
 
 StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr, double loss_scale,
@@ -29,7 +28,7 @@ StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr
     const CollectiveLabel label("training metrics");
     control.allreduce(sums, count, DType::F64, ReduceOp::Avg);
   }
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+  const double elapsed = seconds(start_, Clock::now());
   const auto steps = static_cast<double>(steps_);
   // A resumed interval's loss covers its carried-over steps; its times, only this invocation's.
   const auto timed = static_cast<double>(std::max<std::int64_t>(timed_steps_, 1));

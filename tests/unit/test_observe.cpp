@@ -17,6 +17,7 @@
 #include "mnddp/observe/tensorboard.hpp"
 #include "mnddp/observe/timeline.hpp"
 #include "mnddp/observe/trace_merge.hpp"
+#include "mnddp/observe/trace_observer.hpp"
 
 using namespace mnddp;
 using namespace std::chrono_literals;
@@ -25,7 +26,7 @@ namespace fs = std::filesystem;
 TEST(Timeline, RecordsOnlyWhileOnAndDrainsOnce) {
   timeline::drain();
   timeline::span("step", "while off", timeline::Clock::now(), timeline::Clock::now());
-  EXPECT_EQ(timeline::pending(), 0u) << "a disabled timeline records nothing";
+  EXPECT_TRUE(timeline::drain().empty()) << "a disabled timeline records nothing";
   timeline::enable(true);
   { const timeline::ScopedSpan span("step", "scoped"); }
   std::thread([] {
@@ -127,6 +128,9 @@ TEST(TraceMerge, JoinsRanksIntoOneFileAndKeepsAKilledRanksCompleteEvents) {
   for (const auto& e : json["traceEvents"]) pids.insert(e["pid"].get<int>());
   EXPECT_EQ(json["traceEvents"].size(), 8u);
   EXPECT_EQ(pids, (std::set<int>{0, 1}));
+  EXPECT_EQ(trace_file_rank("rank-00003.trace.json"), 3);
+  EXPECT_EQ(trace_file_rank("merged.trace.json"), std::nullopt);
+  EXPECT_EQ(trace_file_rank("rank-x.trace.json"), std::nullopt);
   // Merging again reads only rank files (not its own output).
   EXPECT_EQ(merge_traces(dir.string()).events, 8u);
   fs::remove_all(dir);

@@ -39,8 +39,10 @@ class CheckpointManager {
 
   // Root only, after `committed` is committed: keeps it as best.h5 (a hard link, so the keep-last
   // rotation cannot remove it; a copy where the file system has none), with best.json naming the
-  // metric, its value and the step. Both are replaced durably (write, rename, fsync).
-  void keep_as_best(const std::string& committed, const std::string& metric, double value, std::int64_t step) const;
+  // metric, its value and the step. Both are replaced durably (write, rename, fsync). Returns
+  // best.h5's path.
+  std::string keep_as_best(const std::string& committed, const std::string& metric, double value,
+                           std::int64_t step) const;
   // The best.json of `directory` when it records `metric`: its value and step.
   struct Best {
     double value = 0.0;

@@ -42,13 +42,18 @@ struct RunOutcome {
   bool preempted = false;
   bool stopped_early = false;   // --steps-per-run
   std::string last_checkpoint;  // "" when none was written by this invocation
-  std::string best_checkpoint;  // --keep-best's file, "" when none
+  std::string best_checkpoint;  // --keep-best's file (rank 0, which prints the summary), "" when none
 };
 
 class RunObserver {
  public:
   using Clock = std::chrono::steady_clock;
   virtual ~RunObserver() = default;
+
+  // end - begin in seconds, for observers that add up what they hear.
+  static double seconds(Clock::time_point begin, Clock::time_point end) {
+    return std::chrono::duration<double>(end - begin).count();
+  }
 
   virtual void run_started(const RunPlan&) {}
   // One phase of the step in progress on this rank (several per step with gradient accumulation).

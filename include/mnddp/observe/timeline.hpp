@@ -53,7 +53,6 @@ void name_this_thread(std::string name, bool shared = false);
 
 // The events recorded since the last drain, oldest first; the buffer is empty afterwards.
 std::vector<Event> drain();
-std::size_t pending();
 // Track names, indexed by Event::thread.
 std::vector<std::string> thread_names();
 

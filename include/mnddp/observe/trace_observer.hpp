@@ -11,7 +11,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -23,6 +25,9 @@ namespace mnddp {
 
 // DIR/rank-00003.trace.json
 std::string trace_file_path(const std::string& directory, int rank);
+// The rank whose trace file is named `file_name` ("rank-00003.trace.json" -> 3); nullopt for any
+// other name (merged.trace.json included).
+std::optional<int> trace_file_rank(std::string_view file_name);
 
 class TraceObserver final : public RunObserver {
  public:

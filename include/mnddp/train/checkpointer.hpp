@@ -65,8 +65,8 @@ class Checkpointer {
   // not, and keeps it as best.h5. The best so far survives resume (best.json).
   void report_validation(std::int64_t step, double value);
 
-  // After wait(): the newest checkpoint this invocation committed ("" when none), and best.h5's
-  // path when this invocation kept one.
+  // After wait(): the newest checkpoint this invocation committed ("" when none), and on rank 0
+  // (which keeps it) best.h5's path when this invocation kept one.
   std::string last_written() const;
   std::string best_written() const;
 
