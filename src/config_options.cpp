@@ -360,9 +360,15 @@ std::vector<OptionSpec> build_table() {
         "the job (exit code 4); must exceed the longest rank-0-only work, such as scanning many shards",
         greater_than(0.0));
   t.add("debug-collectives", &C::debug_collectives,
-        "before every MPI collective, check that all ranks make the same call (op, dtype, count): a mismatch "
-        "stops the job naming the call and the ranks; costs one small all-gather per collective",
+        "before every MPI collective, check that all ranks make the same call (op, dtype, count, label): a mismatch "
+        "stops the job (exit code 4) naming the call and the ranks; costs one small all-gather per collective",
         Check<bool>{});
+  t.add("check-replicas-every", &C::check_replicas_every,
+        "compare a fingerprint of the parameters across ranks every this many log intervals and at the last "
+        "step (riding on the metrics all-reduce: no extra collective); differing replicas stop the job with exit "
+        "code 4. The ranks' collective call sequences are compared every interval regardless. 0: no parameter "
+        "check",
+        at_least<std::int64_t>(0));
   t.parsed<FaultPlan>("inject-fault", &C::inject_fault,
                       "testing aid: fail on purpose, KIND@STEP[:RANK]; the kinds are in docs/FAULT_TOLERANCE.md",
                       "string", parse_fault_plan, [](const FaultPlan& plan) { return plan.spec(); });

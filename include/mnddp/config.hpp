@@ -115,7 +115,8 @@ struct TrainingConfig {
   DeviceRequest device = DeviceRequest::Auto;
   double collective_timeout = 600.0;  // seconds
   bool debug_collectives = false;
-  FaultPlan inject_fault;  // testing aid: KIND@STEP[:RANK] (fault/fault_plan.hpp); empty: none
+  std::int64_t check_replicas_every = 10;  // log intervals between parameter checks; 0: off
+  FaultPlan inject_fault;                  // testing aid: KIND@STEP[:RANK] (fault/fault_plan.hpp); empty: none
   double bucket_cap_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool find_unused_parameters = false;

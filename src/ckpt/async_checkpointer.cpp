@@ -9,7 +9,7 @@
 namespace mnddp {
 
 AsyncCheckpointer::AsyncCheckpointer(CheckpointManager& manager, MPI_Comm parent)
-    : manager_(manager), comm_(parent, "checkpoint") {}
+    : manager_(manager), comm_(parent, "checkpoint", ChannelPace::Background) {}
 
 AsyncCheckpointer::~AsyncCheckpointer() {
   if (thread_.joinable()) thread_.join();

@@ -65,13 +65,13 @@ void CollectiveCheck::verify(MPI_Comm comm, std::uint64_t seq, const char* op, D
   copy_text(mine.label, sizeof(mine.label), label);
   std::vector<Descriptor> all(static_cast<std::size_t>(size));
   MNDDP_MPI_CHECK(MPI_Allgather(&mine, sizeof(Descriptor), MPI_BYTE, all.data(), sizeof(Descriptor), MPI_BYTE, comm));
-  // What must agree: the call itself and everything before it (labels may differ harmlessly).
+  // What must agree: the call, where the program issued it (its label), and everything before it.
   std::vector<int> differing;
   for (int r = 1; r < size; ++r) {
     const Descriptor& a = all[0];
     const Descriptor& b = all[static_cast<std::size_t>(r)];
     if (a.hash != b.hash || a.count != b.count || a.dtype != b.dtype || a.root != b.root ||
-        std::strncmp(a.op, b.op, sizeof(a.op)) != 0)
+        std::strncmp(a.op, b.op, sizeof(a.op)) != 0 || std::strncmp(a.label, b.label, sizeof(a.label)) != 0)
       differing.push_back(r);
   }
   if (!differing.empty()) {
@@ -81,12 +81,13 @@ void CollectiveCheck::verify(MPI_Comm comm, std::uint64_t seq, const char* op, D
                             "{}{}; differing ranks: {} (--debug-collectives)",
                             channel, seq, describe(all[0]), differing.front(), describe(first),
                             earlier ? " (and an earlier call already differed)" : "", fmt::join(differing, ", ")),
-                kExitFailure, /*collective=*/true);
+                kExitDesync, /*collective=*/true);
   }
   hash = fnv1a(hash, &mine.count, sizeof(mine.count));
   hash = fnv1a(hash, &mine.dtype, sizeof(mine.dtype));
   hash = fnv1a(hash, &mine.root, sizeof(mine.root));
   hash = fnv1a(hash, mine.op, std::strlen(mine.op));
+  hash = fnv1a(hash, mine.label, std::strlen(mine.label));
 }
 
 }  // namespace mnddp

@@ -2,8 +2,10 @@
 #include "mnddp/comm/collective_tracker.hpp"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "mnddp/observe/timeline.hpp"
 
@@ -13,6 +15,23 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 thread_local std::string t_label;
+
+constexpr std::uint64_t kHashSeed = 0x6d6e646470ull;  // "mnddp"
+
+// The running hash extended by one call: what it is (op, bytes) and where the program issued it.
+std::uint64_t extend_hash(std::uint64_t hash, const std::string& op, std::size_t bytes, const std::string& label) {
+  const std::uint64_t size = bytes;
+  hash = XXH3_64bits_withSeed(op.data(), op.size(), hash);
+  hash = XXH3_64bits_withSeed(&size, sizeof(size), hash);
+  return XXH3_64bits_withSeed(label.data(), label.size(), hash);
+}
+
+template <std::size_t N>
+void copy_cut(char (&to)[N], const std::string& from) {
+  const std::size_t n = std::min(N - 1, from.size());
+  std::memcpy(to, from.data(), n);
+  to[n] = '\0';
+}
 
 // The live trackers. Never destroyed (a tracker may outlive static destruction order).
 std::mutex& registry_mutex() {
@@ -30,7 +49,8 @@ CollectiveLabel::CollectiveLabel(std::string label) : previous_(std::move(t_labe
 CollectiveLabel::~CollectiveLabel() { t_label = std::move(previous_); }
 std::string CollectiveLabel::current() { return t_label; }
 
-CollectiveTracker::CollectiveTracker(std::string channel) : channel_(std::move(channel)), changed_(Clock::now()) {
+CollectiveTracker::CollectiveTracker(std::string channel, ChannelPace pace)
+    : channel_(std::move(channel)), pace_(pace), changed_(Clock::now()), hash_(kHashSeed), ring_(kHistory) {
   std::lock_guard lock(registry_mutex());
   registry().push_back(this);
 }
@@ -52,6 +72,15 @@ std::uint64_t CollectiveTracker::begin(const std::string& op, std::size_t bytes,
   std::lock_guard lock(mutex_);
   record.seq = ++started_;
   changed_ = record.start;
+  hash_ = extend_hash(hash_, record.op, record.bytes, record.label);
+  CollectiveHistoryEntry& entry = ring_[record.seq % kHistory];
+  entry.seq = record.seq;
+  entry.bytes = record.bytes;
+  entry.hash = hash_;
+  entry.start = entry.end = record.start;
+  entry.open = true;
+  copy_cut(entry.op, record.op);
+  copy_cut(entry.label, record.label);
   last_ = record;
   last_->finished = {};
   open_.emplace(record.seq, std::move(record));
@@ -69,6 +98,11 @@ void CollectiveTracker::end(std::uint64_t seq) {
     open_.erase(open);
     ++finished_;
     changed_ = now = Clock::now();
+    CollectiveHistoryEntry& entry = ring_[seq % kHistory];
+    if (entry.seq == seq) {
+      entry.end = now;
+      entry.open = false;
+    }
   }
   if (!closed) return;
   // From issue to completion as this process saw it (a device collective: when a wait or the
@@ -89,10 +123,21 @@ void CollectiveTracker::poll() {
     if (probe()) end(seq);
 }
 
-CollectiveTracker::Snapshot CollectiveTracker::snapshot() const {
+std::uint64_t CollectiveTracker::hash() const {
+  std::lock_guard lock(mutex_);
+  return hash_;
+}
+
+CollectiveTracker::Snapshot CollectiveTracker::snapshot(bool with_history) const {
   std::lock_guard lock(mutex_);
   Snapshot s;
   s.channel = channel_;
+  s.pace = pace_;
+  s.hash = hash_;
+  if (with_history) {
+    for (std::uint64_t seq = started_ >= kHistory ? started_ - kHistory + 1 : 1; seq <= started_; ++seq)
+      if (ring_[seq % kHistory].seq == seq) s.history.push_back(ring_[seq % kHistory]);
+  }
   s.started = started_;
   s.finished = finished_;
   if (!open_.empty()) {
@@ -104,11 +149,27 @@ CollectiveTracker::Snapshot CollectiveTracker::snapshot() const {
   return s;
 }
 
-std::vector<CollectiveTracker::Snapshot> CollectiveTracker::snapshot_all() {
+std::vector<CollectiveTracker::Snapshot> CollectiveTracker::snapshot_all(bool with_history) {
   std::lock_guard lock(registry_mutex());
   std::vector<Snapshot> all;
-  for (const auto* tracker : registry()) all.push_back(tracker->snapshot());
+  for (const auto* tracker : registry()) all.push_back(tracker->snapshot(with_history));
   return all;
+}
+
+std::uint64_t CollectiveTracker::lockstep_hash() {
+  std::vector<std::pair<std::string, std::uint64_t>> channels;
+  {
+    std::lock_guard lock(registry_mutex());
+    for (const auto* tracker : registry())
+      if (tracker->pace_ == ChannelPace::Lockstep) channels.emplace_back(tracker->channel_, tracker->hash());
+  }
+  std::sort(channels.begin(), channels.end());
+  std::uint64_t hash = kHashSeed;
+  for (const auto& [channel, channel_hash] : channels) {
+    hash = XXH3_64bits_withSeed(channel.data(), channel.size(), hash);
+    hash = XXH3_64bits_withSeed(&channel_hash, sizeof(channel_hash), hash);
+  }
+  return hash;
 }
 
 void CollectiveTracker::poll_all() {

@@ -86,7 +86,8 @@ class MpiWork final : public CommWork {
 
 }  // namespace
 
-AsyncChannel::AsyncChannel(MPI_Comm parent, const std::string& name) : tracker_(name), check_{name} {
+AsyncChannel::AsyncChannel(MPI_Comm parent, const std::string& name, ChannelPace pace)
+    : tracker_(name, pace), check_{name} {
   MNDDP_MPI_CHECK(MPI_Comm_dup(parent, &comm_));
   MNDDP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   MNDDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));

@@ -21,7 +21,7 @@ namespace mnddp::mpi_detail {
 
 class AsyncChannel {
  public:
-  AsyncChannel(MPI_Comm parent, const std::string& name);
+  AsyncChannel(MPI_Comm parent, const std::string& name, ChannelPace pace);
   ~AsyncChannel();  // finishes the queued collectives, then joins the thread
   AsyncChannel(const AsyncChannel&) = delete;
   AsyncChannel& operator=(const AsyncChannel&) = delete;

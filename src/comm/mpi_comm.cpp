@@ -33,7 +33,7 @@ MPI_Datatype to_mpi(DType dtype) {
   throw std::logic_error("to_mpi: unknown dtype");
 }
 
-MpiComm::MpiComm(MPI_Comm parent, const std::string& name) : tracker_(name), check_{name} {
+MpiComm::MpiComm(MPI_Comm parent, const std::string& name, ChannelPace pace) : tracker_(name, pace), check_{name} {
   MNDDP_MPI_CHECK(MPI_Comm_dup(parent, &comm_));
   // Errors come back as codes and become exceptions, instead of MPI aborting with its own text.
   MNDDP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
@@ -41,7 +41,7 @@ MpiComm::MpiComm(MPI_Comm parent, const std::string& name) : tracker_(name), che
   MNDDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   // Made here, not on first use: duplicating is collective, and the first asynchronous call may come
   // from the autograd thread at a point the other ranks' main threads do not share.
-  async_ = std::make_unique<mpi_detail::AsyncChannel>(comm_, name + "-async");
+  async_ = std::make_unique<mpi_detail::AsyncChannel>(comm_, name + "-async", pace);
 }
 
 MpiComm::~MpiComm() {
@@ -93,6 +93,25 @@ void MpiComm::allgather(const void* send, void* recv, std::size_t count, DType d
   if (count > kMaxChunk) throw std::invalid_argument("allgather: count exceeds the MPI int limit");
   MNDDP_MPI_CHECK(
       MPI_Allgather(send, static_cast<int>(count), to_mpi(dtype), recv, static_cast<int>(count), to_mpi(dtype), comm_));
+}
+
+void MpiComm::allreduce(ReductionMessage& message) {
+  // Created on first use, after MPI_Init; MPI frees user ops at MPI_Finalize.
+  static const MPI_Op combine = [] {
+    MPI_Op op = MPI_OP_NULL;
+    MNDDP_MPI_CHECK(MPI_Op_create(reinterpret_cast<MPI_User_function*>(&ReductionMessage::combine), 1, &op));
+    return op;
+  }();
+  std::vector<unsigned char> wire = message.encode();
+  const CollectiveScope scope = enter("allreduce", wire.size(), DType::U8);
+  // One element spanning the whole message: MPI never hands the op a part of one.
+  MPI_Datatype whole = MPI_DATATYPE_NULL;
+  MNDDP_MPI_CHECK(MPI_Type_contiguous(static_cast<int>(wire.size()), MPI_BYTE, &whole));
+  MNDDP_MPI_CHECK(MPI_Type_commit(&whole));
+  const int rc = MPI_Allreduce(MPI_IN_PLACE, wire.data(), 1, whole, combine, comm_);
+  MPI_Type_free(&whole);
+  MNDDP_MPI_CHECK(rc);
+  message.decode(wire);
 }
 
 void MpiComm::barrier() {

@@ -36,10 +36,19 @@ bool FaultHooks::poisons_loss(std::int64_t step) const {
   return true;
 }
 
-std::size_t FaultHooks::metrics_count(std::int64_t step, std::size_t count) const {
-  if (!plan_.hits(FaultKind::Desync, step, rank_.rank)) return count;
-  announce(fmt::format("this rank all-reduces {} metric where the others send {}", count - 1, count));
-  return count - 1;
+bool FaultHooks::desyncs_interval(std::int64_t first_step, std::int64_t last_step) const {
+  if (plan_.kind != FaultKind::Desync || plan_.step < first_step || plan_.step > last_step) return false;
+  if (plan_.rank >= 0 && plan_.rank != rank_.rank) return false;
+  announce(
+      "this rank issues the interval's metrics all-reduce from another place in the program (same size, "
+      "another label)");
+  return true;
+}
+
+bool FaultHooks::drifts_replica(std::int64_t step) const {
+  if (!plan_.hits(FaultKind::ReplicaDrift, step, rank_.rank)) return false;
+  announce("this rank flips the top mantissa bit of its first parameter's first element after the update");
+  return true;
 }
 
 std::function<void(std::int64_t)> FaultHooks::loader_hook(std::int64_t first_step, int grad_accum_steps) const {

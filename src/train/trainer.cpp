@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "mnddp/amp/autocast.hpp"
+#include "mnddp/diagnose/parameter_fingerprint.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/observe/resources.hpp"
 #include "mnddp/observe/run_observer.hpp"
@@ -138,7 +139,8 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
     r.observers.step_finished(step, epoch, step_begin, Clock::now());
     if (step % c.log_interval == 0 || step == r.data.steps.total_steps) {
       const double scale = r.scaler->enabled() ? r.scaler->current_scale() : 0.0;
-      const StepMetrics interval = r.log->report(step, epoch, lr, scale, r.control, r.faults);
+      const StepMetrics interval =
+          r.log->report(step, epoch, lr, scale, step == r.data.steps.total_steps, r.control, r.faults);
       result.last_train_loss = interval.loss;
       r.observers.interval(interval);
     }
@@ -236,6 +238,7 @@ void Trainer::apply_gradients(std::int64_t step, double step_loss) {
     spdlog::warn("step {}: inf/NaN gradients under fp16 loss scale {}; step skipped", step, r.scaler->current_scale());
   }
   r.scaler->update();
+  if (r.faults.drifts_replica(step)) flip_mantissa_bit(r.model->parameters().front());
 }
 
 void Trainer::evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result) {

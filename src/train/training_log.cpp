@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "mnddp/comm/collective_tracker.hpp"
+#include "mnddp/error.hpp"
 
 namespace mnddp {
 
@@ -20,14 +21,28 @@ void TrainingLog::phase(StepPhase phase, Clock::time_point begin, Clock::time_po
   if (phase == StepPhase::ExposedComm) exposed_comm_ += seconds(begin, end);
 }
 
-StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr, double loss_scale,
-                                Communicator& control, const FaultHooks& faults) {
-  double sums[3] = {loss_, data_wait_, exposed_comm_};
-  const std::size_t count = faults.metrics_count(step, 3);
+StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr, double loss_scale, bool last,
+                                MpiComm& control, const FaultHooks& faults) {
+  const IntervalPoint at{step, step - steps_ + 1, last};
+  ReductionMessage message;
+  const auto loss_slot = message.add_sum(loss_);
+  const auto wait_slot = message.add_sum(data_wait_);
+  const auto comm_slot = message.add_sum(exposed_comm_);
+  for (auto& rider : riders_) rider->contribute(message, at);
   {
-    const CollectiveLabel label("training metrics");
-    control.allreduce(sums, count, DType::F64, ReduceOp::Avg);
+    const bool stray = faults.desyncs_interval(at.first_step, at.step);
+    const CollectiveLabel label(stray ? "stray all-reduce (injected desync)" : "training metrics");
+    control.allreduce(message);
   }
+  if (!message.layout_agreed())
+    throw Error(fmt::format("ranks out of step: the metrics all-reduce of step {} met contributions of "
+                            "different layouts (a rank is running another part of the program)",
+                            step),
+                kExitDesync, /*collective=*/true);
+  for (auto& rider : riders_) rider->receive(message, at);
+  const double ranks = control.size();
+  const double sums[3] = {message.sum(loss_slot) / ranks, message.sum(wait_slot) / ranks,
+                          message.sum(comm_slot) / ranks};
   const double elapsed = seconds(start_, Clock::now());
   const auto steps = static_cast<double>(steps_);
   // A resumed interval's loss covers its carried-over steps; its times, only this invocation's.

@@ -7,6 +7,8 @@
 
 #include "mnddp/comm/backend.hpp"
 #include "mnddp/data/feature_stats.hpp"
+#include "mnddp/diagnose/consistency_check.hpp"
+#include "mnddp/diagnose/parameter_fingerprint.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/model/memory_layout.hpp"
 #include "mnddp/model/sync_batch_norm.hpp"
@@ -149,6 +151,8 @@ void add_observers(TrainingRun& r) {
   log.samples_per_step = r.samples_per_step();
   log.console = !bar;
   r.log = std::make_unique<TrainingLog>(log, r.start.interval_loss, r.start.interval_steps);
+  r.log->add_rider(std::make_unique<ConsistencyCheck>(r.control, c.check_replicas_every,
+                                                      [&r] { return parameter_fingerprint(r.model->parameters()); }));
   r.observers.add(*r.log);
   if (bar) r.observers.add(std::make_unique<ProgressBar>());
   if (!c.trace_dir.empty()) r.observers.add(std::make_unique<TraceObserver>(r.control, c.trace_dir, r.rank.host));

@@ -52,11 +52,25 @@ else
 fi
 
 run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault desync@20:1 --log-interval 1 --debug-collectives true
-expect_fault "desync with --debug-collectives" 1 "mnddp: error: collectives out of step" \
-  "rank 0 calls allreduce float64 x 3 (training metrics) but rank 1 calls allreduce float64 x 2"
+expect_fault "desync with --debug-collectives" 4 "mnddp: error: collectives out of step" \
+  "(training metrics) but rank 1 calls allreduce" "(stray all-reduce (injected desync))"
 
-run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault desync@20:1 --log-interval 1
-expect_fault "desync without the check" nonzero "injected fault desync@20:1" "rank 1@"
+# The always-on checks, at their defaults: a call the others did not make (same size: MPI sees
+# nothing), and a replica whose parameters drifted by one bit.
+run_mpi 3 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault desync@25:1
+expect_fault "desync caught by the always-on sequence check" 4 \
+  "mnddp: error: ranks out of step: their collective call sequences differ (rank 1 differs from the other 2)" \
+  "rank 1 called allreduce" "stray all-reduce (injected desync)" "found at the check of step 40"
+
+run_mpi 3 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault replica-drift@20:1
+expect_fault "replica drift caught by the parameter check" 4 \
+  "mnddp: error: replicas differ: the parameters are no longer identical on every rank (rank 1 differs from" \
+  "found at the check of step 84"
+
+# Checked every interval, the drift is found at the first interval after it.
+run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault replica-drift@20:0 --check-replicas-every 1
+expect_fault "replica drift with --check-replicas-every 1" 4 "replicas differ" "no majority: rank 0 | rank 1" \
+  "found at the check of step 20; the previous one, at step 10, agreed"
 
 # A slow rank (0.5 s a step) stays under the timeout: not a hang, the run completes.
 run_mpi 2 60 "${BASE[@]}" --inject-fault slow@120:1 --collective-timeout 2

@@ -10,6 +10,7 @@
 #include "mnddp/comm/collective_check.hpp"
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/diagnose/consistency_check.hpp"
 #include "mnddp/error.hpp"
 
 using namespace mnddp;
@@ -189,4 +190,84 @@ TEST_F(MpiCommTest, DesyncCheckNamesTheFirstDifferingCall) {
   comm.allreduce(ones.data(), ones.size(), DType::F32, ReduceOp::Sum);
   set_debug_collectives(false);
   EXPECT_FLOAT_EQ(ones[0], static_cast<float>(n));
+}
+
+// Several reductions in one all-reduce: sums, min and max, and the max with its rank.
+TEST_F(MpiCommTest, ReductionMessageReducesEveryFieldInOneCall) {
+  ReductionMessage m;
+  const auto sum = m.add_sum(static_cast<double>(r) + 0.5);
+  const auto word = m.add_min_max(100 + static_cast<std::uint64_t>(r) * 7);
+  const auto late = m.add_max_rank(r == 1 ? 9.0 : 1.0, r);
+  const auto before = comm.collective_count();
+  comm.allreduce(m);
+  EXPECT_EQ(comm.collective_count(), before + 1);
+  ASSERT_TRUE(m.layout_agreed());
+  EXPECT_DOUBLE_EQ(m.sum(sum), n * (n - 1) / 2.0 + 0.5 * n);
+  EXPECT_EQ(m.min(word), 100u);
+  EXPECT_EQ(m.max(word), 100u + 7u * static_cast<std::uint64_t>(n - 1));
+  EXPECT_EQ(m.max_rank(late), 1);
+  EXPECT_DOUBLE_EQ(m.max_value(late), 9.0);
+}
+
+TEST_F(MpiCommTest, ReductionMessageOfAnotherLayoutIsSeenOnEveryRank) {
+  ReductionMessage m;
+  if (r == n - 1) {
+    m.add_sum(1.0);
+    m.add_min_max(5);
+  } else {
+    m.add_sum(1.0);
+    m.add_sum(2.0);
+    m.add_sum(3.0);
+  }
+  comm.allreduce(m);
+  EXPECT_FALSE(m.layout_agreed());
+}
+
+// The always-on check: ranks in step pass; a rank that issued a call the others did not (same size,
+// another place in the program) is named on every rank with exit code 4, and so is a replica whose
+// parameters differ.
+TEST_F(MpiCommTest, ConsistencyCheckPassesInStepAndNamesTheOddRank) {
+  ConsistencyCheck check(comm, 1, [] { return 42u; });
+  auto interval = [&](std::int64_t step) {
+    ReductionMessage m;
+    const IntervalPoint at{step, step, false};
+    check.contribute(m, at);
+    comm.allreduce(m);
+    check.receive(m, at);
+  };
+  interval(1);
+  double x = 1.0;
+  {
+    const CollectiveLabel label(r == n - 1 ? "stray" : "loss");
+    comm.allreduce(&x, 1, DType::F64, ReduceOp::Sum);  // the same size everywhere: MPI sees nothing
+  }
+  try {
+    interval(2);
+    ADD_FAILURE() << "the differing call went unnoticed";
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    EXPECT_EQ(e.exit_code(), kExitDesync);
+    EXPECT_TRUE(e.collective());
+    EXPECT_NE(text.find(fmt::format("rank {} called allreduce (8 B, stray)", n - 1)), std::string::npos) << text;
+    EXPECT_NE(text.find("the previous one, at step 1, agreed"), std::string::npos) << text;
+  }
+}
+
+// (A test of its own: the fixture's fresh communicator starts the ranks' call hashes equal again.)
+TEST_F(MpiCommTest, ConsistencyCheckNamesADriftedReplica) {
+  ConsistencyCheck replicas(comm, 1, [&] { return r == 1 ? 7u : 42u; });
+  ReductionMessage m;
+  const IntervalPoint at{3, 3, true};
+  replicas.contribute(m, at);
+  comm.allreduce(m);
+  try {
+    replicas.receive(m, at);
+    ADD_FAILURE() << "differing replicas went unnoticed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitDesync);
+    const std::string text = e.what();
+    const std::string odd = n == 2 ? "no majority: rank 0 | rank 1" : "rank 1 differs from the other 2";
+    EXPECT_NE(text.find("replicas differ"), std::string::npos) << text;
+    EXPECT_NE(text.find(odd), std::string::npos) << text;
+  }
 }

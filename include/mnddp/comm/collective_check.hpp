@@ -1,7 +1,8 @@
 // --debug-collectives: before each collective on an MPI channel, the ranks exchange what they are
 // about to call (op, dtype, count, root, label) and a running hash of every earlier call. A program
-// whose ranks have fallen out of step (one skipped an all-reduce, or called a broadcast where the
-// others all-reduce) then stops with an error naming the first differing call and ranks, instead of
+// whose ranks have fallen out of step (one skipped an all-reduce, called a broadcast where the others
+// all-reduce, or made a call of the same size from another place) then stops with an error (exit
+// code 4) naming the first differing call and ranks, instead of
 // hanging or silently mixing unrelated buffers. Costs one small all-gather per collective.
 #pragma once
 

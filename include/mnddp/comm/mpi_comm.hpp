@@ -12,6 +12,7 @@
 #include "mnddp/comm/collective_check.hpp"
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/communicator.hpp"
+#include "mnddp/comm/reduction_message.hpp"
 
 namespace mnddp {
 
@@ -28,8 +29,10 @@ void set_channel_spin(bool on);
 class MpiComm final : public Communicator {
  public:
   // `name` labels its channels for the watchdog ("mpi" and "mpi-async"; "checkpoint" for the
-  // asynchronous checkpoint writer's), unique per process.
-  explicit MpiComm(MPI_Comm parent = MPI_COMM_WORLD, const std::string& name = "mpi");
+  // asynchronous checkpoint writer's), unique per process. `pace`: whether its calls follow the
+  // training loop (collective_tracker.hpp).
+  explicit MpiComm(MPI_Comm parent = MPI_COMM_WORLD, const std::string& name = "mpi",
+                   ChannelPace pace = ChannelPace::Lockstep);
   ~MpiComm() override;
 
   int rank() const override { return rank_; }
@@ -41,6 +44,8 @@ class MpiComm final : public Communicator {
   void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
   void allgather(const void* send, void* recv, std::size_t count, DType dtype) override;
   void barrier() override;
+  // Every field of `message` reduced in one MPI_Allreduce (reduction_message.hpp).
+  void allreduce(ReductionMessage& message);
   std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
                                             void* producer_stream = nullptr) override;
   std::uint64_t collective_count() const override { return collectives_; }

@@ -22,8 +22,11 @@ class FaultHooks {
   void at_step_start(std::int64_t step) const;
   // On the loss of step `step`: true when this rank's loss is to become NaN (nan-loss).
   bool poisons_loss(std::int64_t step) const;
-  // The element count of step `step`'s metrics all-reduce: one short on the desync rank.
-  std::size_t metrics_count(std::int64_t step, std::size_t count) const;
+  // desync: true on the desync rank for the log interval of steps first_step..last_step that holds
+  // STEP; that interval's metrics all-reduce then comes from "another place" (another label).
+  bool desyncs_interval(std::int64_t first_step, std::int64_t last_step) const;
+  // replica-drift: true after step `step`'s update on the drifting rank.
+  bool drifts_replica(std::int64_t step) const;
   // The data loader's hook for an epoch whose first step is `first_step + 1` (loader-exception);
   // empty when no such fault is planned. Runs on the loader's thread.
   std::function<void(std::int64_t batch)> loader_hook(std::int64_t first_step, int grad_accum_steps) const;

@@ -7,8 +7,11 @@
 //   slow                the rank sleeps 0.5 s in every step from STEP on (slow is not hung)
 //   loader-exception    the data loader's reading thread throws while preparing step STEP's batch
 //   nan-loss            the rank's loss of step STEP becomes NaN
-//   desync              the rank's metrics all-reduce at step STEP has 1 element where the others
-//                       have 2 (a desynchronised program; use with --log-interval 1)
+//   desync              the rank issues the metrics all-reduce of the log interval holding STEP from
+//                       another place in the program (same size, another label): out of step in a
+//                       way MPI cannot see
+//   replica-drift       after step STEP's update the rank flips a mantissa bit of one parameter:
+//                       replicas that silently differ
 //   checkpoint-kill     SIGKILL midway through writing the checkpoint of step STEP
 //   checkpoint-fail     an error midway through writing the checkpoint of step STEP
 //   checkpoint-fill     the checkpoint file system filled (a file 'injected-fill' in the checkpoint
@@ -32,6 +35,7 @@ enum class FaultKind {
   LoaderException,
   NanLoss,
   Desync,
+  ReplicaDrift,
   CheckpointKill,
   CheckpointFail,
   CheckpointFill,
@@ -47,6 +51,7 @@ struct ChoiceNames<FaultKind> {
                                     named(FaultKind::LoaderException, "loader-exception"),
                                     named(FaultKind::NanLoss, "nan-loss"),
                                     named(FaultKind::Desync, "desync"),
+                                    named(FaultKind::ReplicaDrift, "replica-drift"),
                                     named(FaultKind::CheckpointKill, "checkpoint-kill"),
                                     named(FaultKind::CheckpointFail, "checkpoint-fail"),
                                     named(FaultKind::CheckpointFill, "checkpoint-fill"),

@@ -2,14 +2,18 @@
 // exposed communication), averaged over ranks every --log-interval steps, and the validation
 // results; both to the log and to rank 0's metrics file. The interval in progress is part of a
 // checkpoint, so a resumed run logs the same losses as an uninterrupted one. It hears the step's
-// phases as an observer of the run.
+// phases as an observer of the run. Its all-reduce carries its riders' fields too (the consistency
+// check, the straggler figures: diagnose/interval_rider.hpp), so they cost no collective of their own.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
-#include "mnddp/comm/communicator.hpp"
+#include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/diagnose/interval_rider.hpp"
 #include "mnddp/fault/fault_hooks.hpp"
 #include "mnddp/observe/metrics.hpp"
 #include "mnddp/observe/run_observer.hpp"
@@ -39,9 +43,12 @@ class TrainingLog final : public RunObserver {
   double interval_loss() const { return loss_; }
   std::int64_t interval_steps() const { return steps_; }
 
-  // Collective over `control` (one all-reduce): the interval's metrics, logged and written; the
-  // interval starts again. `loss_scale`: fp16's dynamic loss scale, 0 without one.
-  StepMetrics report(std::int64_t step, std::int64_t epoch, double lr, double loss_scale, Communicator& control,
+  void add_rider(std::unique_ptr<IntervalRider> rider) { riders_.push_back(std::move(rider)); }
+
+  // Collective over `control` (one all-reduce): the interval's metrics, logged and written, and the
+  // riders' checks; the interval starts again. `loss_scale`: fp16's dynamic loss scale, 0 without
+  // one. `last`: the run's last interval.
+  StepMetrics report(std::int64_t step, std::int64_t epoch, double lr, double loss_scale, bool last, MpiComm& control,
                      const FaultHooks& faults);
   void report(std::int64_t step, std::int64_t epoch, const EvalResult& result);
 
@@ -54,6 +61,7 @@ class TrainingLog final : public RunObserver {
   double data_wait_ = 0.0;
   double exposed_comm_ = 0.0;
   Clock::time_point start_ = Clock::now();
+  std::vector<std::unique_ptr<IntervalRider>> riders_;
 };
 
 }  // namespace mnddp
