@@ -332,6 +332,17 @@ std::vector<OptionSpec> build_table() {
                              "(comma list of names or numbers)",
                              "signals", parse_signal_list, format_signal_list);
 
+  t.parsed<DeadlineRequest>("deadline", &C::deadline,
+                            "when the job will be ended, so that the last checkpoint is taken in time even "
+                            "without a warning signal: auto (the Slurm job's end: squeue, scontrol or "
+                            "SLURM_JOB_END_TIME; none outside Slurm), none, or a duration from the start "
+                            "(3600, 45m, 2h, HH:MM:SS). Near it, every rank checkpoints and exits with code 3",
+                            "string", parse_deadline, format_deadline);
+  t.add("deadline-margin", &C::deadline_margin,
+        "seconds the last checkpoint must end before the deadline; the measured length of the longest checkpoint "
+        "and step so far is added",
+        at_least(0.0));
+
   t.group("Logging");
   t.add("log-interval", &C::log_interval, "log and record metrics every this many steps", at_least<std::int64_t>(1));
   t.add("metrics-file", &C::metrics_file, "JSON-lines metrics written by rank 0; empty: off", any_text());

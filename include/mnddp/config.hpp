@@ -15,6 +15,7 @@
 #include "mnddp/ckpt/resume_from.hpp"
 #include "mnddp/env_info.hpp"
 #include "mnddp/fault/fault_plan.hpp"
+#include "mnddp/job_deadline.hpp"
 
 namespace mnddp {
 
@@ -100,6 +101,8 @@ struct TrainingConfig {
   ResumeFrom resume;                // auto | none | PATH
   double checkpoint_minutes = 0.0;  // also checkpoint every this many minutes; 0: off
   std::vector<int> preempt_signals = {SIGUSR2, SIGTERM};  // checkpoint and exit with code 3 on these
+  DeadlineRequest deadline;       // auto: the Slurm job's end; none; or a duration from the start
+  double deadline_margin = 30.0;  // seconds the last checkpoint must end before the deadline
 
   // --- logging ---
   std::int64_t log_interval = 10;              // steps

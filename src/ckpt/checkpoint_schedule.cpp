@@ -17,13 +17,14 @@ CheckpointDecision CheckpointSchedule::decide(std::int64_t step, const AgreedFla
   if (!options_.enabled) return decision;
   const bool interval = options_.interval > 0 && step % options_.interval == 0;
   const bool budget_spent = options_.steps_per_run > 0 && step - start_step_ >= options_.steps_per_run;
-  decision.preempted = flags.preempted;
+  decision.deadline = !last && flags.deadline && !flags.preempted;
+  decision.preempted = flags.preempted || decision.deadline;
   // The end of training stops anyway; only an early end is a stop.
-  decision.stop = !last && (flags.preempted || budget_spent);
+  decision.stop = !last && (decision.preempted || budget_spent);
   // The final state is always kept; a step already saved is not written twice.
   const bool final_state = last && step != last_saved_step_;
   decision.save =
-      (interval || flags.time_due || flags.preempted || budget_spent || final_state) && step != last_saved_step_;
+      (interval || flags.time_due || decision.preempted || budget_spent || final_state) && step != last_saved_step_;
   return decision;
 }
 

@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "mnddp/observe/timeline.hpp"
@@ -15,6 +16,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 thread_local std::string t_label;
+
+// Nanoseconds of the steady clock at the first lockstep call since the mark; 0: none since.
+std::atomic<std::int64_t> g_first_call_ns{0};
 
 constexpr std::uint64_t kHashSeed = 0x6d6e646470ull;  // "mnddp"
 
@@ -69,6 +73,10 @@ std::uint64_t CollectiveTracker::begin(const std::string& op, std::size_t bytes,
   record.label = label ? std::move(*label) : t_label;
   record.start = Clock::now();
   record.finished = std::move(finished);
+  if (pace_ == ChannelPace::Lockstep && g_first_call_ns.load(std::memory_order_relaxed) == 0) {
+    std::int64_t none = 0;
+    g_first_call_ns.compare_exchange_strong(none, record.start.time_since_epoch().count());
+  }
   std::lock_guard lock(mutex_);
   record.seq = ++started_;
   changed_ = record.start;
@@ -175,6 +183,14 @@ std::uint64_t CollectiveTracker::lockstep_hash() {
 void CollectiveTracker::poll_all() {
   std::lock_guard lock(registry_mutex());
   for (auto* tracker : registry()) tracker->poll();
+}
+
+void CollectiveTracker::mark_first_call() { g_first_call_ns.store(0); }
+
+std::optional<std::chrono::steady_clock::time_point> CollectiveTracker::first_call_since_mark() {
+  const std::int64_t ns = g_first_call_ns.load();
+  if (ns == 0) return std::nullopt;
+  return Clock::time_point(Clock::duration(ns));
 }
 
 std::string human_bytes(std::size_t bytes) {

@@ -3,6 +3,7 @@
 #include "mnddp/comm/mpi_comm.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 #include "mnddp/check.hpp"
@@ -112,6 +113,39 @@ void MpiComm::allreduce(ReductionMessage& message) {
   MPI_Type_free(&whole);
   MNDDP_MPI_CHECK(rc);
   message.decode(wire);
+}
+
+ClockSync MpiComm::synchronise_clocks(int rounds) {
+  constexpr int kTag = 7301;  // point-to-point on this communicator: never matches its collectives
+  const CollectiveScope scope = enter("clock sync", static_cast<std::size_t>(rounds) * 16, DType::U8);
+  auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  ClockSync sync;
+  double best_round_trip = 1e30;
+  for (int peer = 1; peer < size_; ++peer) {
+    for (int round = 0; round < rounds; ++round) {
+      if (rank_ == 0) {
+        char ping = 0;
+        MNDDP_MPI_CHECK(MPI_Recv(&ping, 1, MPI_CHAR, peer, kTag, comm_, MPI_STATUS_IGNORE));
+        const double reply = now();
+        MNDDP_MPI_CHECK(MPI_Send(&reply, 1, MPI_DOUBLE, peer, kTag, comm_));
+      } else if (rank_ == peer) {
+        const char ping = 0;
+        const double sent = now();
+        MNDDP_MPI_CHECK(MPI_Send(&ping, 1, MPI_CHAR, 0, kTag, comm_));
+        double root_time = 0.0;
+        MNDDP_MPI_CHECK(MPI_Recv(&root_time, 1, MPI_DOUBLE, 0, kTag, comm_, MPI_STATUS_IGNORE));
+        const double received = now();
+        if (received - sent < best_round_trip) {
+          best_round_trip = received - sent;
+          sync.offset_s = root_time - (sent + received) / 2;  // the reply left midway, seen from here
+          sync.uncertainty_s = best_round_trip / 2;
+        }
+      }
+    }
+  }
+  sync.base_s = rank_ == 0 ? now() : 0.0;
+  MNDDP_MPI_CHECK(MPI_Bcast(&sync.base_s, 1, MPI_DOUBLE, 0, comm_));
+  return sync;
 }
 
 void MpiComm::barrier() {

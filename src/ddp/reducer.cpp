@@ -266,6 +266,7 @@ void Reducer::launch(Bucket& bucket) {
   bucket.work = allreduce_async(
       comm_, bucket.flat, bucket.prescaled || options_.loss_prescaled ? ReduceOp::Sum : ReduceOp::Avg, producer_stream);
   if (step_active_) ++stats_.buckets_launched_in_backward;
+  if (&bucket == buckets_.front().get()) stats_.first_bucket_ready = Clock::now();
 }
 
 void Reducer::finalize() {

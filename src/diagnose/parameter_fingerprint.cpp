@@ -51,9 +51,8 @@ std::uint64_t reduced_fingerprint(const std::vector<at::Tensor>& parameters) {
   return XXH3_64bits(host.data_ptr(), static_cast<std::size_t>(host.nbytes()));
 }
 
-std::uint64_t parameter_fingerprint(const std::vector<at::Tensor>& parameters) {
-  for (const auto& p : parameters)
-    if (!p.is_cpu()) return reduced_fingerprint(parameters);
+std::uint64_t parameter_fingerprint(const std::vector<at::Tensor>& parameters, bool device_method) {
+  if (device_method) return reduced_fingerprint(parameters);
   std::uint64_t hash = 0;
   for (const auto& p : parameters) {
     const at::Tensor flat = p.detach().contiguous();

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,15 @@ void MetricsWriter::write(const StepMetrics& m) {
                          {"data_wait_s", m.data_wait_s},
                          {"exposed_comm_s", m.exposed_comm_s}};
   if (m.loss_scale > 0) line["loss_scale"] = m.loss_scale;
+  if (m.straggler_rank >= 0) {
+    nlohmann::json straggler = {{"rank", m.straggler_rank}, {"host", m.straggler_host}, {"late_s", m.straggler_late_s}};
+    if (!std::isnan(m.straggler_before_batch_s)) {
+      straggler["before_batch_s"] = m.straggler_before_batch_s;
+      straggler["forward_s"] = m.straggler_forward_s;
+      straggler["backward_s"] = m.straggler_backward_s;
+    }
+    line["straggler"] = std::move(straggler);
+  }
   out_ << line.dump() << '\n' << std::flush;
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mnddp/comm/collective_tracker.hpp"
+#include "mnddp/diagnose/straggler_watch.hpp"
 #include "mnddp/observe/startup_breakdown.hpp"
 
 namespace mnddp {
@@ -207,6 +208,23 @@ std::string RunSummary::table(const Figures& f, const RunOutcome& outcome) const
   if (!outputs_.trace_dir.empty())
     t += fmt::format("  trace          {} (one file per rank; one file with a track per rank: mnddp trace merge {})\n",
                      outputs_.trace_dir, outputs_.trace_dir);
+  if (stragglers_ != nullptr) {
+    const StragglerVerdict v = stragglers_->verdict();
+    if (v.rank < 0)
+      t += fmt::format(
+          "  straggler      none: no rank was the last to its first collective, by more than "
+          "max(2 ms, 20% of a step), in half of the {} intervals\n",
+          v.intervals);
+    else
+      t += fmt::format(
+          "  straggler      rank {} ({}): the last to its first collective in {} of {} intervals, "
+          "{:.2f} ms a step after the earliest rank{}\n",
+          v.rank, v.host, v.late_intervals, v.intervals, v.late_s * 1e3,
+          v.split_known ? fmt::format(" (against the others' mean: before its batch was ready {:+.2f} ms, "
+                                      "forward {:+.2f} ms, backward {:+.2f} ms)",
+                                      v.before_batch_s * 1e3, v.forward_s * 1e3, v.backward_s * 1e3)
+                        : "");
+  }
   std::string breakdown;
   for (const auto& [name, secs] : f.startup_phases)
     breakdown += fmt::format("{}{} {}", breakdown.empty() ? "" : ", ", name, duration(secs));
@@ -239,6 +257,22 @@ std::string RunSummary::record(const Figures& f, const RunOutcome& outcome) cons
         {"mean_s", f.phases[p].mean}, {"most_rank", f.phases[p].most}, {"most_s", f.phases[p].most_seconds}};
   }
   for (const auto& [name, secs] : f.startup_phases) j["startup_phases_s"][name] = secs;
+  if (stragglers_ != nullptr) {
+    const StragglerVerdict v = stragglers_->verdict();
+    j["straggler"] = nullptr;
+    if (v.rank >= 0) {
+      j["straggler"] = {{"rank", v.rank},
+                        {"host", v.host},
+                        {"late_intervals", v.late_intervals},
+                        {"intervals", v.intervals},
+                        {"late_s", v.late_s}};
+      if (v.split_known) {
+        j["straggler"]["before_batch_s"] = v.before_batch_s;
+        j["straggler"]["forward_s"] = v.forward_s;
+        j["straggler"]["backward_s"] = v.backward_s;
+      }
+    }
+  }
   if (final_) {
     j["final"] = {{"metric", final_->name}, {"value", final_->value}, {"step", final_->step}};
     j["best"] = {{"metric", best_->name}, {"value", best_->value}, {"step", best_->step}};

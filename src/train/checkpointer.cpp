@@ -4,8 +4,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
+
+#include "mnddp/env_info.hpp"
+#include "mnddp/observe/startup_breakdown.hpp"
 
 #include "mnddp/observe/timeline.hpp"
 #include "mnddp/preemption.hpp"
@@ -30,6 +34,23 @@ Checkpointer::Checkpointer(CheckpointerOptions options, MpiComm& control, const 
   if (options_.directory.empty()) return;
   manager_ = std::make_unique<CheckpointManager>(options_.directory, options_.keep_last, control_);
   if (options_.async) async_ = std::make_unique<AsyncCheckpointer>(*manager_, control_.handle());
+  // Rank 0 asks Slurm once; every rank counts down from the same answer on its own clock.
+  double left = std::nan("");
+  if (control_.is_root())
+    if (const auto end = find_job_end(options_.deadline, environment_from_process())) {
+      // A duration counts from the process's start, as a Slurm time limit counts from the job's.
+      const bool from_start = options_.deadline.mode == DeadlineRequest::Mode::After;
+      left = end->seconds_left - (from_start ? process_startup().total_seconds() : 0.0);
+      deadline_source_ = end->source;
+    }
+  control_.broadcast(&left, 1, DType::F64, 0);
+  broadcast_string(control_, deadline_source_);
+  if (std::isnan(left)) return;
+  deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(left));
+  spdlog::info(
+      "the job ends in {:.0f} s ({}): the last checkpoint will be taken before it, with {:g} s to spare "
+      "(--deadline-margin)",
+      left, deadline_source_, options_.deadline_margin_s);
 }
 
 Checkpointer::~Checkpointer() = default;
@@ -66,15 +87,35 @@ CheckpointDecision Checkpointer::after_step(const TrainingPosition& position, bo
   AgreedFlags flags;
   if (!last) {
     // One small all-reduce per step: every rank sees the signal and the clock as rank-wide maxima.
-    std::int64_t raised[2] = {preemption_requested() ? 1 : 0, schedule_.time_due(Clock::now()) ? 1 : 0};
-    control_.allreduce(raised, 2, DType::I64, ReduceOp::Max);
-    flags = {raised[0] != 0, raised[1] != 0};
+    const auto now = Clock::now();
+    std::int64_t raised[3] = {preemption_requested() ? 1 : 0, schedule_.time_due(now) ? 1 : 0,
+                              deadline_near(now) ? 1 : 0};
+    control_.allreduce(raised, 3, DType::I64, ReduceOp::Max);
+    flags = {raised[0] != 0, raised[1] != 0, raised[2] != 0};
   }
   const CheckpointDecision decision = schedule_.decide(position.step, flags, last);
+  if (decision.deadline && control_.is_root())
+    spdlog::warn("the job ends in {:.0f} s ({}): checkpointing step {} now, while it still fits",
+                 std::chrono::duration<double>(*deadline_ - Clock::now()).count(), deadline_source_, position.step);
   const bool keep_best = new_best_.has_value();
   if (decision.save || keep_best) save(position, state, /*wait=*/decision.stop || last);
   if (last) wait();  // the last commit, and its verdict
   return decision;
+}
+
+bool Checkpointer::deadline_near(Clock::time_point now) {
+  if (previous_step_)
+    longest_step_s_ = std::max(longest_step_s_, std::chrono::duration<double>(now - *previous_step_).count());
+  previous_step_ = now;
+  if (!deadline_) return false;
+  double commit = 0.0;
+  {
+    std::lock_guard lock(written_mutex_);
+    commit = longest_commit_s_;
+  }
+  // Another step, then a checkpoint that may take half as long again as the longest so far.
+  const double needed = options_.deadline_margin_s + 1.5 * commit + 2.0 * longest_step_s_;
+  return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(needed)) >= *deadline_;
 }
 
 void Checkpointer::report_validation(std::int64_t step, double value) {
@@ -132,6 +173,7 @@ void Checkpointer::save(const TrainingPosition& position, const TrainingStateRef
       std::lock_guard lock(written_mutex_);
       last_written_ = path;
       if (!best_path.empty()) best_written_ = best_path;
+      longest_commit_s_ = std::max(longest_commit_s_, seconds_since(started));
     }
     spdlog::info("checkpoint '{}' written in {:.2f} s{}", path, seconds_since(started),
                  background ? " (beside training)" : "");

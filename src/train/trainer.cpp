@@ -83,8 +83,11 @@ TrainResult Trainer::run() {
     if (!end.stop) continue;
     result.preempted = end.preempted;
     result.stopped_early = !end.preempted;
-    if (end.preempted)
+    if (end.preempted && preemption_requested())
       spdlog::warn("preemption signal {}: checkpointed at step {}; exiting with code {}", preemption_signal(), step,
+                   kExitPreempted);
+    else if (end.preempted)
+      spdlog::warn("the job's end is near (--deadline): checkpointed at step {}; exiting with code {}", step,
                    kExitPreempted);
     else
       spdlog::info("--steps-per-run {} reached: checkpointed at step {}", r.config.steps_per_run, step);

@@ -36,7 +36,7 @@ StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr
   }
   if (!message.layout_agreed())
     throw Error(fmt::format("ranks out of step: the metrics all-reduce of step {} met contributions of "
-                            "different layouts (a rank is running another part of the program)",
+                            "different layouts of the same size (a rank is running another part of the program)",
                             step),
                 kExitDesync, /*collective=*/true);
   for (auto& rider : riders_) rider->receive(message, at);
@@ -57,11 +57,16 @@ StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr
   m.data_wait_s = sums[1] / timed;
   m.exposed_comm_s = sums[2] / timed;
   m.samples_per_second = timed * static_cast<double>(options_.samples_per_step) / elapsed;
+  for (const auto& rider : riders_) rider->annotate(m);
+  const std::string straggler = m.straggler_rank < 0
+                                    ? std::string()
+                                    : fmt::format(" straggler rank {} ({}) +{:.1f} ms", m.straggler_rank,
+                                                  m.straggler_host, m.straggler_late_s * 1e3);
   spdlog::log(options_.console ? spdlog::level::info : spdlog::level::debug,
               "epoch {} step {}/{}: loss {:.4f} lr {:.3g} {:.0f} samples/s step {:.1f} ms data wait {:.1f} ms "
-              "exposed comm {:.1f} ms",
+              "exposed comm {:.1f} ms{}",
               epoch, step, options_.total_steps, m.loss, lr, m.samples_per_second, m.step_time_s * 1e3,
-              m.data_wait_s * 1e3, m.exposed_comm_s * 1e3);
+              m.data_wait_s * 1e3, m.exposed_comm_s * 1e3, straggler);
   writer_.write(m);
   loss_ = data_wait_ = exposed_comm_ = 0.0;
   steps_ = timed_steps_ = 0;

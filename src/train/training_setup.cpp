@@ -9,6 +9,7 @@
 #include "mnddp/data/feature_stats.hpp"
 #include "mnddp/diagnose/consistency_check.hpp"
 #include "mnddp/diagnose/parameter_fingerprint.hpp"
+#include "mnddp/diagnose/straggler_watch.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/model/memory_layout.hpp"
 #include "mnddp/model/sync_batch_norm.hpp"
@@ -136,6 +137,8 @@ CheckpointerOptions checkpointer_options(const TrainingConfig& config) {
   options.resume = config.resume;
   options.config_ini = to_ini(config);
   options.keep_best = config.keep_best;
+  options.deadline = config.deadline;
+  options.deadline_margin_s = config.deadline_margin;
   return options;
 }
 
@@ -151,8 +154,19 @@ void add_observers(TrainingRun& r) {
   log.samples_per_step = r.samples_per_step();
   log.console = !bar;
   r.log = std::make_unique<TrainingLog>(log, r.start.interval_loss, r.start.interval_steps);
-  r.log->add_rider(std::make_unique<ConsistencyCheck>(r.control, c.check_replicas_every,
-                                                      [&r] { return parameter_fingerprint(r.model->parameters()); }));
+  // One fingerprint method on every rank: the device's as soon as one rank trains on a GPU.
+  const bool device_method = allreduce_max(r.control, r.device.device.is_cuda() ? 1 : 0) != 0;
+  r.log->add_rider(std::make_unique<ConsistencyCheck>(r.control, c.check_replicas_every, [&r, device_method] {
+    return parameter_fingerprint(r.model->parameters(), device_method);
+  }));
+  StragglerWatch* stragglers = nullptr;
+  if (r.rank.world_size > 1) {
+    auto watch = std::make_unique<StragglerWatch>(r.control, r.rank.host,
+                                                  [&r] { return r.ddp->reducer().last_stats().first_bucket_ready; });
+    stragglers = watch.get();
+    r.observers.add(*watch);
+    r.log->add_rider(std::move(watch));
+  }
   r.observers.add(*r.log);
   if (bar) r.observers.add(std::make_unique<ProgressBar>());
   if (!c.trace_dir.empty()) r.observers.add(std::make_unique<TraceObserver>(r.control, c.trace_dir, r.rank.host));
@@ -168,7 +182,9 @@ void add_observers(TrainingRun& r) {
   outputs.trace_dir = c.trace_dir;
   outputs.tensorboard_dir = c.tensorboard_dir;
   outputs.best_metric = c.keep_best;
-  r.observers.add(std::make_unique<RunSummary>(r.control, outputs, r.rank.host));
+  auto summary = std::make_unique<RunSummary>(r.control, outputs, r.rank.host);
+  summary->set_straggler_watch(stragglers);
+  r.observers.add(std::move(summary));
 }
 
 }  // namespace

@@ -78,6 +78,36 @@ CASES=$((CASES + 1))
 if [ "$RC" = 0 ] && ! grep -q "collective timeout" <<<"$ERR"; then pass "slow rank: no false alarm, finished"
 else fail "slow rank: rc $RC"$'\n'"$ERR"; fi
 
+# Straggler blame: a rank that sleeps 0.5 s before every step is named, with its lateness put before
+# its batch was ready, in every interval and in the summary; a clean run names no rank.
+run_mpi 2 60 "${BASE[@]}" --val-data "" --inject-fault slow@1:1 --max-steps 20 --log-interval 4
+CASES=$((CASES + 1))
+if [ "$RC" = 0 ] && [ "$(grep -c 'straggler rank 1 (' <<<"$OUT")" = 5 ] &&
+  grep -qE "straggler      rank 1 \(.*\): the last to its first collective in 5 of 5 intervals, (4[5-9]|5[0-4])[0-9]\.[0-9]+ ms a step after the earliest rank \(against the others' mean: before its batch was ready \+(4[5-9]|5[0-4])[0-9]\." <<<"$OUT"; then
+  pass "slow rank named as the straggler: $(grep -o 'straggler      rank.*' <<<"$OUT" | cut -c1-200)"
+else
+  fail "slow rank not named as the straggler: rc $RC"$'\n'"$OUT"
+fi
+# A model with BatchNorm broadcasts its buffers at the start of every step: the ranks meet there, not
+# at the first gradient bucket. Rank 0, the broadcast's root, slow.
+"$MNDDP_DATA_BIN" synth --out "$WORK/img" --train-samples 256 --val-samples 0 --shards 2 --shape 3,16,16 >/dev/null
+run_mpi 2 60 --train-data "$WORK/img/train_*.h5" --val-data "" --model convnet --batch-size 8 --max-steps 12 \
+  --log-interval 4 --metrics-file "" --inject-fault slow@1:0
+CASES=$((CASES + 1))
+if [ "$RC" = 0 ] && grep -qE "straggler      rank 0 \(.*\): the last to its first collective in 3 of 3 intervals, (4[5-9]|5[0-4])[0-9]\." <<<"$OUT"; then
+  pass "slow rank 0 of a BatchNorm model named: $(grep -o 'straggler      rank.*' <<<"$OUT" | cut -c1-120)"
+else
+  fail "slow rank 0 of a BatchNorm model not named: rc $RC"$'\n'"$OUT"
+fi
+
+run_mpi 2 60 "${BASE[@]}" --val-data "" --max-steps 100
+CASES=$((CASES + 1))
+if [ "$RC" = 0 ] && grep -q "straggler      none: no rank was the last" <<<"$OUT"; then
+  pass "a clean run names no straggler ($(grep -c 'straggler rank' <<<"$OUT") of 10 intervals flagged)"
+else
+  fail "a clean run named a straggler: rc $RC"$'\n'"$OUT"
+fi
+
 # Corrupt newest checkpoint: the next run warns and resumes from the one before.
 run_mpi 2 60 "${BASE[@]}" --checkpoint-dir "$WORK/ck" --checkpoint-interval 10 --max-steps 30 \
   --inject-fault checkpoint-corrupt@30

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/diagnose/consistency_check.hpp"
+#include "mnddp/diagnose/straggler_watch.hpp"
 #include "mnddp/error.hpp"
 
 using namespace mnddp;
@@ -270,4 +273,52 @@ TEST_F(MpiCommTest, ConsistencyCheckNamesADriftedReplica) {
     EXPECT_NE(text.find("replicas differ"), std::string::npos) << text;
     EXPECT_NE(text.find(odd), std::string::npos) << text;
   }
+}
+
+// Clock offsets between processes of one host are near zero, and known to within the round trip.
+TEST_F(MpiCommTest, ClockOffsetsOnOneHostAreSmall) {
+  const ClockSync sync = comm.synchronise_clocks();
+  EXPECT_LT(std::abs(sync.offset_s), 0.01);
+  EXPECT_LT(sync.uncertainty_s, 0.01);
+  double base = sync.base_s;
+  comm.broadcast(&base, 1, DType::F64, 0);
+  EXPECT_EQ(base, sync.base_s);  // the same base everywhere
+}
+
+// The last rank reaches its first gradient bucket (its first collective here) 50 ms after the others in every step (its
+// batch is ready 48 ms later): it is named in the interval it starts, and with its split the next one.
+TEST_F(MpiCommTest, StragglerWatchNamesTheLateRankAndSplitsItsLateness) {
+  using Clock = std::chrono::steady_clock;
+  const bool slow = r == n - 1;
+  Clock::time_point bucket;
+  StragglerWatch watch(comm, fmt::format("host{}", r), [&] { return bucket; });
+  auto interval = [&](std::int64_t step) {
+    comm.barrier();  // the steps start together, as after the previous step's all-reduce
+    for (int s = 0; s < 4; ++s) {
+      const auto begin = Clock::now();
+      const auto ready = begin + std::chrono::milliseconds(slow ? 50 : 2);
+      watch.phase(StepPhase::DataWait, begin, ready);
+      watch.phase(StepPhase::Forward, ready, ready + std::chrono::milliseconds(1));
+      bucket = ready + std::chrono::milliseconds(2);
+      watch.step_finished(step - 3 + s, 0, begin, bucket + std::chrono::milliseconds(60));
+    }
+    ReductionMessage m;
+    const IntervalPoint at{step, step - 3, false};
+    watch.contribute(m, at);
+    comm.allreduce(m);
+    watch.receive(m, at);
+  };
+  interval(4);
+  EXPECT_EQ(watch.last_interval().rank, n - 1);
+  EXPECT_NEAR(watch.last_interval().late_s, 0.048, 0.005);
+  EXPECT_FALSE(watch.last_interval().split_known);
+  interval(8);
+  ASSERT_TRUE(watch.last_interval().split_known);
+  EXPECT_NEAR(watch.last_interval().before_batch_s, 0.048, 0.005);
+  EXPECT_NEAR(watch.last_interval().forward_s, 0.0, 0.002);
+  EXPECT_NEAR(watch.last_interval().backward_s, 0.0, 0.002);
+  const StragglerVerdict v = watch.verdict();
+  EXPECT_EQ(v.rank, n - 1);
+  EXPECT_EQ(v.host, fmt::format("host{}", n - 1));
+  EXPECT_EQ(v.late_intervals, 2);
 }

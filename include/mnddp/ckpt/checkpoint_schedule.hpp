@@ -1,7 +1,7 @@
 // When to checkpoint and when to stop, decided from plain numbers so it can be tested without MPI:
 // every --checkpoint-interval steps, every --checkpoint-minutes, when a preemption signal arrived on
-// any rank (then stop), when this invocation's --steps-per-run are done (then stop), and at the end
-// of training unless this step was just saved. The Checkpointer (train/checkpointer.hpp) feeds it
+// any rank or the job's end is near (--deadline; then stop), when this invocation's --steps-per-run are done (then
+// stop), and at the end of training unless this step was just saved. The Checkpointer (train/checkpointer.hpp) feeds it
 // the rank-wide flags it agreed on and does the saving.
 #pragma once
 
@@ -21,12 +21,14 @@ struct CheckpointScheduleOptions {
 struct AgreedFlags {
   bool preempted = false;  // a preemption signal arrived on some rank
   bool time_due = false;   // some rank's clock says --checkpoint-minutes have passed
+  bool deadline = false;   // some rank's clock says the job's end is near (--deadline)
 };
 
 struct CheckpointDecision {
   bool save = false;       // write a checkpoint of this step now
   bool stop = false;       // end this invocation after it (preemption or --steps-per-run)
-  bool preempted = false;  // ... because of a preemption signal
+  bool preempted = false;  // ... because of a preemption signal, or the job's end (exit code 3 either way)
+  bool deadline = false;   // ... because the job's end is near, no signal having come
 };
 
 class CheckpointSchedule {

@@ -99,6 +99,10 @@ class CollectiveTracker {
   // One hash of every Lockstep channel's call sequence (by channel name, so the order trackers were
   // made in does not matter): equal on ranks that are in step.
   static std::uint64_t lockstep_hash();
+  // When this process began its first call on a Lockstep channel since mark_first_call() (straggler
+  // blame: the moment a rank is ready to meet the others in a step); nullopt when none since.
+  static void mark_first_call();
+  static std::optional<std::chrono::steady_clock::time_point> first_call_since_mark();
 
  private:
   std::string channel_;

@@ -20,6 +20,14 @@ namespace mpi_detail {
 class AsyncChannel;
 }
 
+// This rank's steady clock against rank 0's (synchronise_clocks): rank 0's time is this rank's
+// time plus offset_s; base_s is rank 0's time when the estimate was made (the same on every rank).
+struct ClockSync {
+  double offset_s = 0.0;
+  double base_s = 0.0;
+  double uncertainty_s = 0.0;  // half the best round trip: the offset is good to about this
+};
+
 MPI_Datatype to_mpi(DType dtype);
 
 // Whether the MPI channels' threads and their waiters poll for 200 us before sleeping (default on).
@@ -46,6 +54,10 @@ class MpiComm final : public Communicator {
   void barrier() override;
   // Every field of `message` reduced in one MPI_Allreduce (reduction_message.hpp).
   void allreduce(ReductionMessage& message);
+  // Collective: every rank's clock offset to rank 0, as NTP estimates it. Rank 0 exchanges `rounds`
+  // timestamps with each rank in turn and the round trip with the least delay gives the offset. Takes
+  // about size() * rounds round trips.
+  ClockSync synchronise_clocks(int rounds = 8);
   std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
                                             void* producer_stream = nullptr) override;
   std::uint64_t collective_count() const override { return collectives_; }

@@ -1,9 +1,10 @@
 // Several reductions in one all-reduce: sums of doubles, the minimum and maximum of 64-bit words,
 // and the largest double with the rank that holds it. A log interval's metrics travel this way
 // together with the consistency checks' hashes and the straggler figures, so whatever rides on the
-// interval costs no collective of its own. Every rank adds the same fields in the same order; a rank
-// whose layout differs (a program out of step) makes the result say so (layout_agreed() is false)
-// instead of mixing unrelated fields.
+// interval costs no collective of its own. Every rank adds the same fields in the same order. A rank
+// whose layout differs in a message of the same size (a program out of step) makes the result say so
+// (layout_agreed() is false) instead of mixing unrelated fields; a message of another size is an
+// error MPI itself reports (a truncation).
 #pragma once
 
 #include <cstddef>

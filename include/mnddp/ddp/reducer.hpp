@@ -40,6 +40,9 @@ struct ReducerStats {
   std::size_t buckets_launched_in_backward = 0;  // started before finalize(): overlapped
   double finalize_wait_s = 0.0;                  // time finalize() blocked on communication
   double comm_s = 0.0;                           // time the all-reduces themselves ran, summed
+  // When the first bucket of the last synchronised backward was handed to the communicator (as the
+  // host saw it): the moment this rank became ready to communicate (straggler blame).
+  std::chrono::steady_clock::time_point first_bucket_ready;
 };
 
 class Reducer {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "mnddp/comm/reduction_message.hpp"
+#include "mnddp/observe/metrics.hpp"
 
 namespace mnddp {
 
@@ -21,6 +22,8 @@ class IntervalRider {
   virtual void contribute(ReductionMessage& message, const IntervalPoint& at) = 0;
   // Collective: every rank calls it with the same reduced message, and may throw an agreed Error.
   virtual void receive(const ReductionMessage& message, const IntervalPoint& at) = 0;
+  // Adds what it found to the interval's metrics (logged and written by rank 0).
+  virtual void annotate(StepMetrics& /*metrics*/) const {}
 };
 
 }  // namespace mnddp

@@ -12,7 +12,9 @@
 
 namespace mnddp {
 
-std::uint64_t parameter_fingerprint(const std::vector<at::Tensor>& parameters);
+// `device_method`: the weighted sums, wherever the tensors are. Every rank must use the same method
+// (the two give different values): the device method as soon as any rank trains on a GPU.
+std::uint64_t parameter_fingerprint(const std::vector<at::Tensor>& parameters, bool device_method);
 // The device method, on any tensors (the tests run it on the CPU).
 std::uint64_t reduced_fingerprint(const std::vector<at::Tensor>& parameters);
 

@@ -21,6 +21,16 @@ struct StepMetrics {
   double step_time_s = 0.0;         // mean over the interval
   double data_wait_s = 0.0;         // mean time per step spent waiting for the loader
   double exposed_comm_s = 0.0;      // mean time per step spent waiting for all-reduces after backward
+  // The interval's straggler (diagnose/straggler_watch.hpp): the rank that reached its first gradient
+  // bucket last, by more than the threshold; -1: none. Its lateness per step, and (when known) the
+  // split of it into the time before its batch was ready, forward and backward, each against the
+  // other ranks' mean; the split's parts are NaN when not known.
+  int straggler_rank = -1;
+  std::string straggler_host;
+  double straggler_late_s = 0.0;
+  double straggler_before_batch_s = 0.0;
+  double straggler_forward_s = 0.0;
+  double straggler_backward_s = 0.0;
 };
 
 struct EvalMetrics {

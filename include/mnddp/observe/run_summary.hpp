@@ -18,6 +18,8 @@
 
 namespace mnddp {
 
+class StragglerWatch;
+
 // Where the run's outputs go (empty: not written).
 struct SummaryOutputs {
   std::string metrics_file;
@@ -40,6 +42,9 @@ class RunSummary final : public RunObserver {
   void checkpoint_blocked(std::int64_t step, Clock::time_point begin, Clock::time_point end) override;
   // Collective: gathers every rank's timings; rank 0 prints the table.
   void run_finished(const RunOutcome& outcome) override;
+
+  // Adds the straggler verdict (diagnose/straggler_watch.hpp) to the table and the record.
+  void set_straggler_watch(const StragglerWatch* watch) { stragglers_ = watch; }
 
   // The table as printed (rank 0, after run_finished; "" elsewhere).
   const std::string& text() const { return text_; }
@@ -91,6 +96,7 @@ class RunSummary final : public RunObserver {
   std::optional<Tracked> final_;
   std::optional<Tracked> best_;
   std::string text_;
+  const StragglerWatch* stragglers_ = nullptr;
 };
 
 }  // namespace mnddp

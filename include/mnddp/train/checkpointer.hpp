@@ -1,8 +1,10 @@
 // The run's checkpointing: the one CheckpointManager of --checkpoint-dir, the asynchronous writer
 // handed that manager (--checkpoint-async), resuming (--resume), and the schedule. The trainer calls
 // after_step() at every point where a checkpoint may be taken; the checkpointer agrees with the
-// other ranks on the clock and on preemption signals, decides (ckpt/checkpoint_schedule.hpp), saves
-// and says whether this invocation should stop. Without --checkpoint-dir it never communicates.
+// other ranks on the clock, on preemption signals and on the job's end being near (--deadline: it
+// times its commits and the steps, and stops when the next step and a checkpoint would no longer fit
+// before the end with the margin), decides (ckpt/checkpoint_schedule.hpp), saves and says whether
+// this invocation should stop. Without --checkpoint-dir it never communicates.
 #pragma once
 
 #include <chrono>
@@ -20,6 +22,7 @@
 #include "mnddp/ckpt/training_state.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/fault/fault_hooks.hpp"
+#include "mnddp/job_deadline.hpp"
 
 namespace mnddp {
 
@@ -29,8 +32,10 @@ struct CheckpointerOptions {
   bool async = true;
   CheckpointScheduleOptions schedule;
   ResumeFrom resume;
-  std::string config_ini;  // stored in every checkpoint
-  std::string keep_best;   // a validation metric; empty: no best.h5
+  std::string config_ini;           // stored in every checkpoint
+  std::string keep_best;            // a validation metric; empty: no best.h5
+  DeadlineRequest deadline;         // --deadline: when the job will be ended
+  double deadline_margin_s = 30.0;  // --deadline-margin: the last checkpoint ends at least this early
 };
 
 class Checkpointer {
@@ -72,6 +77,8 @@ class Checkpointer {
 
  private:
   void save(const TrainingPosition& position, const TrainingStateRefs& state, bool wait);
+  // This rank's view: would a step and a checkpoint still end before the job's end, with the margin?
+  bool deadline_near(std::chrono::steady_clock::time_point now);
 
   CheckpointerOptions options_;
   MpiComm& control_;
@@ -85,6 +92,11 @@ class Checkpointer {
   mutable std::mutex written_mutex_;  // the commit's `done` may run on the writer thread
   std::string last_written_;
   std::string best_written_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;  // the job's end, on this rank's clock
+  std::string deadline_source_;
+  double longest_commit_s_ = 0.0;  // under written_mutex_: the longest save so far, its wait included
+  double longest_step_s_ = 0.0;    // the longest time between two after_step() calls
+  std::optional<std::chrono::steady_clock::time_point> previous_step_;
 };
 
 }  // namespace mnddp
