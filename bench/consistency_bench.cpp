@@ -20,6 +20,7 @@
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/comm/reduction_message.hpp"
+#include "mnddp/diagnose/activity.hpp"
 #include "mnddp/diagnose/parameter_fingerprint.hpp"
 
 using namespace mnddp;
@@ -80,7 +81,13 @@ int main(int argc, char** argv) {
     const double lockstep = ns_per_call(200000, [&](int) { chain ^= CollectiveTracker::lockstep_hash(); });
     const double message_plain = combine_ns(false);
     const double message_checked = combine_ns(true);
+    // The incident file's activity board: a phase's scope, and the step's (which formats its number).
+    const double phase_scope = ns_per_call(1000000, [&](int) { const Activity phase("forward"); });
+    const double step_scope =
+        ns_per_call(1000000, [&](int i) { const Activity step(fmt::format("training step {}", i)); });
     fmt::print("per collective: begin+end {:.0f} ns, of which the hash chain {:.0f} ns\n", tracked, hash);
+    fmt::print("per activity scope (incident file): a phase {:.0f} ns, the step's with its number {:.0f} ns\n",
+               phase_scope, step_scope);
     fmt::print(
         "per interval: lockstep hash over {} channels {:.0f} ns; metrics message {:.0f} ns -> {:.0f} ns with "
         "the checks' fields\n",

@@ -198,6 +198,10 @@ std::vector<OptionSpec> build_table() {
   t.group("Logging");
   t.add("log-interval", &C::log_interval, "log and record metrics every this many steps", at_least<std::int64_t>(1));
   t.add("metrics-file", &C::metrics_file, "JSON-lines metrics written by rank 0; empty: off", any_text());
+  t.add("incident-file", &C::incident_file,
+        "when the job fails (error, crash, hang, desync), every rank that can still act appends its record here "
+        "(recent collectives, step, threads' activities and stacks); 'mnddp incident FILE' explains it; empty: off",
+        any_text());
   t.choice("log-level", &C::log_level, "log level of rank 0 (other ranks log warnings and errors)");
   t.add("log-all-ranks", &C::log_all_ranks, "every rank logs at log-level, not only rank 0", Check<bool>{});
   t.choice("progress", &C::progress,

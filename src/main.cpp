@@ -19,6 +19,11 @@
 #include "mnddp/comm/collective_check.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/config.hpp"
+#include "mnddp/diagnose/activity.hpp"
+#include "mnddp/diagnose/incident.hpp"
+#include "mnddp/diagnose/incident_command.hpp"
+#include "mnddp/diagnose/incident_signals.hpp"
+#include "mnddp/diagnose/preflight.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
 #include "mnddp/host_allocator.hpp"
@@ -48,6 +53,10 @@ constexpr const char* kUsage =
     "            (--checkpoint X [--val-data ...] [any train option to override the checkpoint's])\n"
     "  export    write a checkpoint's model as a file torch.load reads (--checkpoint X --out model.pt)\n"
     "  trace     trace merge DIR: join a --trace directory's per-rank timelines into one file\n"
+    "  preflight check devices, data files, the checkpoint directory and the links between ranks before\n"
+    "            training (under mpirun or srun, with the train options; exit code 5 and --exclude= hosts\n"
+    "            on a failure)\n"
+    "  incident  incident FILE: explain a failed job from its --incident-file (which rank, doing what)\n"
     "  version   print the versions mnddp was built with\n\n"
     "'mnddp train --help' lists every training option.\n";
 
@@ -101,6 +110,19 @@ void log_rank_table(Communicator& comm, const RankInfo& rank, const Trainer& tra
   for (const auto& l : lines) spdlog::info("{}", l);
 }
 
+// An error every rank agreed on (a desync, replicas that differ, a NaN loss) ends the job cleanly, and
+// is an incident all the same; a bad option or file is not.
+void record_agreed_error(const Error& e, bool root) {
+  if (e.exit_code() == kExitUsage) return;
+  IncidentReport report;
+  report.cause = IncidentCause::Error;
+  report.reason = e.what();
+  report.exit_code = e.exit_code();
+  if (IncidentRecorder::write(report) && root)
+    std::fprintf(stderr, "mnddp: incident records in '%s' (explain them: mnddp incident %s)\n",
+                 IncidentRecorder::path().c_str(), IncidentRecorder::path().c_str());
+}
+
 // mnddp export --checkpoint X --out model.pt: serial, no MPI needed.
 int export_command(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
@@ -150,6 +172,10 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
   init_logging({rank.rank, rank.world_size, config.log_level, config.log_all_ranks});
   watchdog.set_timeout(config.collective_timeout);
   set_debug_collectives(config.debug_collectives);
+  // Incident records (diagnose/incident.hpp): one file, and one run id in it, for every rank.
+  std::string run_id = rank.is_root() ? make_run_id() : std::string();
+  broadcast_string(world, run_id, 0);
+  IncidentRecorder::configure(rank, config.incident_file, run_id);
 
   if (config.deterministic) make_deterministic();  // before any torch computation, and MKL's first call
   const int threads = configure_threads(config, rank);
@@ -157,6 +183,8 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
   if (rank.is_root()) spdlog::debug("host memory: {}", host_allocator_name());
 
   Trainer trainer(config, rank, world);
+  IncidentRecorder::set_device(trainer.device_description());
+  install_incident_signals();  // after the trainer settled which signals preempt
   log_rank_table(world, rank, trainer, threads);
   const TrainResult result = trainer.run();
   if (rank.is_root()) {
@@ -275,6 +303,14 @@ int main(int argc, char** argv) {
       return e.exit_code();
     }
   }
+  if (args[0] == "incident") {
+    try {
+      return incident_command({args.begin() + 1, args.end()});
+    } catch (const Error& e) {
+      std::fprintf(stderr, "mnddp: error: %s\n", e.what());
+      return e.exit_code();
+    }
+  }
   if (args[0] == "trace") {
     try {
       return trace_command({args.begin() + 1, args.end()});
@@ -283,13 +319,14 @@ int main(int argc, char** argv) {
       return e.exit_code();
     }
   }
-  if (args[0] != "train" && args[0] != "eval") {
+  if (args[0] != "train" && args[0] != "eval" && args[0] != "preflight") {
     std::fprintf(stderr, "mnddp: error: unknown command '%s' (try 'mnddp --help')\n", args[0].c_str());
     return kExitUsage;
   }
-  const bool eval = args[0] == "eval";
+  const std::string command = args[0];
   args.erase(args.begin());
 
+  Activity::name_thread("main");
   hold_preemption_signals(TrainingConfig{}.preempt_signals);  // a warning during start-up must not kill the rank
   std::optional<Runtime> runtime;
   std::optional<Watchdog> watchdog;  // destroyed before the runtime finalizes MPI
@@ -299,14 +336,18 @@ int main(int argc, char** argv) {
     // Until the config is agreed, the default timeout guards start-up (a rank that never arrives).
     watchdog.emplace(runtime->info(), TrainingConfig{}.collective_timeout);
     h5_silence_default_errors();
-    const int code = eval ? evaluate(*runtime, *watchdog, args) : train(*runtime, *watchdog, args);
+    const int code = command == "eval"        ? evaluate(*runtime, *watchdog, args)
+                     : command == "preflight" ? preflight_command(*runtime, *watchdog, args)
+                                              : train(*runtime, *watchdog, args);
     Watchdog::arm_exit_deadline(kShutdownSeconds, code);
     return code;
   } catch (const Error& e) {
     Watchdog::arm_exit_deadline(kShutdownSeconds, e.exit_code());
     // Agreed errors (and any error in a world of one) end cleanly with one message from rank 0.
     if (!runtime || e.collective() || runtime->info().world_size == 1) {
-      if (!runtime || runtime->is_root()) std::fprintf(stderr, "mnddp: error: %s\n", e.what());
+      const bool root = !runtime || runtime->is_root();
+      if (root) std::fprintf(stderr, "mnddp: error: %s\n", e.what());
+      record_agreed_error(e, root);
       return e.exit_code();
     }
     Runtime::abort_all(e.what(), e.exit_code());

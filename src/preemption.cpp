@@ -18,13 +18,17 @@ namespace mnddp {
 namespace {
 
 std::atomic<int> g_signal{0};
+std::atomic<void (*)(int)> g_notifier{nullptr};
 
 std::vector<int>& held_signals() {
   static std::vector<int> signals;
   return signals;
 }
 
-extern "C" void on_preemption_signal(int signal) { g_signal.store(signal, std::memory_order_relaxed); }
+extern "C" void on_preemption_signal(int signal) {
+  g_signal.store(signal, std::memory_order_relaxed);
+  if (auto* notify = g_notifier.load()) notify(signal);
+}
 
 constexpr std::pair<const char*, int> kSignalNames[] = {{"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
                                                         {"INT", SIGINT},   {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
@@ -93,6 +97,8 @@ void settle_preemption_signals(const std::vector<int>& wanted) {
   }
   held_signals().clear();
 }
+
+void set_preemption_notifier(void (*notify)(int signal)) { g_notifier.store(notify); }
 
 bool preemption_requested() { return g_signal.load(std::memory_order_relaxed) != 0; }
 int preemption_signal() { return g_signal.load(std::memory_order_relaxed); }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mnddp/check.hpp"
+#include "mnddp/diagnose/incident.hpp"
 #include "mnddp/error.hpp"
 
 namespace mnddp {
@@ -106,6 +107,16 @@ void Runtime::abort_all(const std::string& reason, int exit_code) {
   }
   std::fprintf(stderr, "[%s] mnddp: fatal: %s\n", identity.c_str(), reason.c_str());
   std::fflush(stderr);
+  // This rank's incident record, then the others' (unless an incident already wrote them).
+  IncidentReport report;
+  report.reason = reason;
+  report.exit_code = exit_code;
+  if (IncidentRecorder::write(report)) IncidentRecorder::ask_peers(reason, exit_code);
+  if (IncidentRecorder::written()) {
+    std::fprintf(stderr, "[%s] mnddp: incident records in '%s' (explain them: mnddp incident %s)\n", identity.c_str(),
+                 IncidentRecorder::path().c_str(), IncidentRecorder::path().c_str());
+    std::fflush(stderr);
+  }
   for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) {
     try {
       (*it)();

@@ -18,6 +18,9 @@
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/health_checks.hpp"
 #include "mnddp/device_binding.hpp"
+#include "mnddp/diagnose/activity.hpp"
+#include "mnddp/diagnose/incident.hpp"
+#include "mnddp/fixed_text.hpp"
 
 namespace mnddp {
 namespace {
@@ -26,10 +29,18 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr int kRequestTag = 701;
 constexpr int kReplyTag = 702;
-constexpr double kReplyWait = 3.0;  // seconds a diagnosis waits for the other ranks' answers
+constexpr int kIncidentAckTag = 703;
+constexpr double kReplyWait = 3.0;     // seconds a diagnosis waits for the other ranks' answers
+constexpr double kIncidentWait = 5.0;  // seconds the rank that sets off an incident waits for the others' records
 
+enum class Ask : std::int32_t { Where = 0, WriteIncident = 1 };
+
+// A question to another rank's watchdog: where it is on a channel, or to write its incident record.
 struct Request {
+  Ask ask;
+  std::int32_t exit_code;
   char channel[32];
+  char reason[480];
 };
 
 // One rank's answer: where it is on the channel asked about, and a line on every channel.
@@ -78,9 +89,34 @@ Reply make_reply(const std::string& channel) {
     }
   }
   const std::string text = where_am_i();
-  std::memcpy(reply.text, text.data(), std::min(sizeof(reply.text) - 1, text.size()));
+  copy_cut(reply.text, text);
   return reply;
 }
+
+// One question put to every other rank at once: the request sent to each, and a receive posted for
+// each one's reply on `reply_tag`. Nonblocking: a rank that is gone simply never answers.
+struct Questioning {
+  Request request;  // lives as long as the sends that read it
+  std::vector<Reply> replies;
+  std::vector<MPI_Request> asks, answers;
+  Questioning(MPI_Comm comm, const Request& question, int reply_tag, int me, int size)
+      : request(question),
+        replies(static_cast<std::size_t>(size)),
+        asks(static_cast<std::size_t>(size), MPI_REQUEST_NULL),
+        answers(static_cast<std::size_t>(size), MPI_REQUEST_NULL) {
+    for (int r = 0; r < size; ++r) {
+      if (r == me) continue;
+      const auto i = static_cast<std::size_t>(r);
+      MPI_Isend(&request, sizeof(request), MPI_BYTE, r, kRequestTag, comm, &asks[i]);
+      MPI_Irecv(&replies[i], sizeof(Reply), MPI_BYTE, r, reply_tag, comm, &answers[i]);
+    }
+  }
+  bool answered(int r) {
+    int done = 0;
+    MPI_Test(&answers[static_cast<std::size_t>(r)], &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  }
+};
 
 }  // namespace
 
@@ -93,6 +129,7 @@ struct Watchdog::Impl {
   bool stop = false;
   // Replies on their way out, with their buffers (a std::list keeps addresses stable).
   std::list<std::pair<MPI_Request, Reply>> sending;
+  std::mutex serve_mutex;
   std::thread thread;
 };
 
@@ -101,10 +138,16 @@ Watchdog::Watchdog(const RankInfo& rank, double timeout_s) : impl_(std::make_uni
   impl_->timeout_s = timeout_s;
   MNDDP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm));
   MNDDP_MPI_CHECK(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN));
-  impl_->thread = std::thread([this] { run(); });
+  IncidentRecorder::set_peer_request(
+      [this](const std::string& reason, int exit_code) { ask_for_incident_records(reason, exit_code); });
+  impl_->thread = std::thread([this] {
+    Activity::name_thread("watchdog");
+    run();
+  });
 }
 
 Watchdog::~Watchdog() {
+  IncidentRecorder::set_peer_request({});
   {
     std::lock_guard lock(impl_->mutex);
     impl_->stop = true;
@@ -129,7 +172,9 @@ void Watchdog::arm_exit_deadline(double seconds, int exit_code) {
 }
 
 void Watchdog::serve_requests() {
-  // Answers every question waiting, without ever blocking on a peer.
+  // Answers every question waiting, without ever blocking on a peer. The watchdog's thread and a
+  // thread asking for incident records (abort_all's) may both serve.
+  std::lock_guard serving(impl_->serve_mutex);
   while (true) {
     int waiting = 0;
     MPI_Status status;
@@ -137,6 +182,18 @@ void Watchdog::serve_requests() {
     Request request{};
     MPI_Recv(&request, sizeof(request), MPI_BYTE, status.MPI_SOURCE, kRequestTag, impl_->comm, MPI_STATUS_IGNORE);
     request.channel[sizeof(request.channel) - 1] = '\0';
+    request.reason[sizeof(request.reason) - 1] = '\0';
+    if (request.ask == Ask::WriteIncident) {
+      IncidentReport report;
+      report.cause = IncidentCause::Request;
+      report.reason = request.reason;
+      report.exit_code = request.exit_code;
+      report.origin = status.MPI_SOURCE;
+      IncidentRecorder::write(report);  // once: a second asker gets its answer at once
+      auto& [handle, reply] = impl_->sending.emplace_back(MPI_REQUEST_NULL, Reply{});
+      MPI_Isend(&reply, sizeof(Reply), MPI_BYTE, status.MPI_SOURCE, kIncidentAckTag, impl_->comm, &handle);
+      continue;
+    }
     auto& [handle, reply] = impl_->sending.emplace_back(MPI_REQUEST_NULL, make_reply(request.channel));
     MPI_Isend(&reply, sizeof(Reply), MPI_BYTE, status.MPI_SOURCE, kReplyTag, impl_->comm, &handle);
   }
@@ -174,32 +231,41 @@ void Watchdog::run() {
   }
 }
 
+void Watchdog::ask_for_incident_records(const std::string& reason, int exit_code) {
+  const int me = impl_->rank.rank;
+  const int size = impl_->rank.world_size;
+  Request request{};
+  request.ask = Ask::WriteIncident;
+  request.exit_code = exit_code;
+  copy_cut(request.reason, reason);
+  Questioning asked(impl_->comm, request, kIncidentAckTag, me, size);
+  // A rank that is gone never answers: wait a bounded time, answering the others' questions meanwhile.
+  const auto deadline = Clock::now() + std::chrono::duration<double>(kIncidentWait);
+  while (Clock::now() < deadline) {
+    serve_requests();
+    int all = 0;
+    MPI_Testall(size, asked.answers.data(), &all, MPI_STATUSES_IGNORE);
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Requests to ranks that never answered stay pending; the job ends next, and they with it.
+}
+
 void Watchdog::diagnose_and_abort(const std::string& channel, std::uint64_t seq, const std::string& what, double age) {
   const int me = impl_->rank.rank;
   const int size = impl_->rank.world_size;
   Request request{};
-  std::memcpy(request.channel, channel.data(), std::min(sizeof(request.channel) - 1, channel.size()));
-  std::vector<Reply> replies(static_cast<std::size_t>(size));
-  std::vector<MPI_Request> asks(static_cast<std::size_t>(size), MPI_REQUEST_NULL);
-  std::vector<MPI_Request> answers(static_cast<std::size_t>(size), MPI_REQUEST_NULL);
-  for (int r = 0; r < size; ++r) {
-    if (r == me) continue;
-    MPI_Isend(&request, sizeof(request), MPI_BYTE, r, kRequestTag, impl_->comm, &asks[static_cast<std::size_t>(r)]);
-    MPI_Irecv(&replies[static_cast<std::size_t>(r)], sizeof(Reply), MPI_BYTE, r, kReplyTag, impl_->comm,
-              &answers[static_cast<std::size_t>(r)]);
-  }
+  copy_cut(request.channel, channel);
+  Questioning asked(impl_->comm, request, kReplyTag, me, size);
+  std::vector<Reply>& replies = asked.replies;
   std::vector<bool> answered(static_cast<std::size_t>(size), false);
   answered[static_cast<std::size_t>(me)] = true;
   replies[static_cast<std::size_t>(me)] = make_reply(channel);
   const auto deadline = Clock::now() + std::chrono::duration<double>(kReplyWait);
   while (Clock::now() < deadline && std::find(answered.begin(), answered.end(), false) != answered.end()) {
     serve_requests();  // two ranks diagnosing at once must still answer each other
-    for (int r = 0; r < size; ++r) {
-      if (answered[static_cast<std::size_t>(r)]) continue;
-      int done = 0;
-      MPI_Test(&answers[static_cast<std::size_t>(r)], &done, MPI_STATUS_IGNORE);
-      answered[static_cast<std::size_t>(r)] = done != 0;
-    }
+    for (int r = 0; r < size; ++r)
+      if (!answered[static_cast<std::size_t>(r)]) answered[static_cast<std::size_t>(r)] = asked.answered(r);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 
@@ -234,9 +300,31 @@ void Watchdog::diagnose_and_abort(const std::string& channel, std::uint64_t seq,
   if (!silent.empty())
     summary += fmt::format("; no answer within {:g} s from rank(s) {} (stopped, or stuck outside MPI)", kReplyWait,
                            fmt::join(silent, ", "));
-  if (behind.empty() && silent.empty())
+  if (behind.empty() && silent.empty() && ahead.empty())
     summary += fmt::format("; every rank is inside it (ranks {}): a stuck network or device", fmt::join(inside, ", "));
-  if (!ahead.empty()) summary += fmt::format("; rank(s) {} already finished it", fmt::join(ahead, ", "));
+  // Finished by some while this rank still waits: its answers came in while the call completed, so a
+  // rank reached it late (slower than the timeout), not never.
+  if (!ahead.empty())
+    summary += fmt::format("; rank(s) {} finished it while this rank asked: a rank reached it later than the timeout",
+                           fmt::join(ahead, ", "));
+
+  // The incident: this rank's record with what it learned of every other, then theirs.
+  IncidentReport report;
+  report.cause = IncidentCause::Timeout;
+  report.reason = summary;
+  report.exit_code = kExitHang;
+  report.stuck = StuckCall{channel, seq, what, age};
+  for (int r = 0; r < size; ++r) {
+    const auto& reply = replies[static_cast<std::size_t>(r)];
+    const auto in = [r](const std::vector<int>& ranks) { return std::ranges::find(ranks, r) != ranks.end(); };
+    report.peers.push_back({r, answered[static_cast<std::size_t>(r)],
+                            in(silent)   ? "silent"
+                            : in(behind) ? "behind"
+                            : in(ahead)  ? "ahead"
+                                         : "inside",
+                            reply.started, reply.finished, reply.idle_s, reply.text});
+  }
+  if (IncidentRecorder::write(report)) ask_for_incident_records(summary, kExitHang);
   Runtime::abort_all(summary, kExitHang);
 }
 

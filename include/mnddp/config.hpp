@@ -105,8 +105,9 @@ struct TrainingConfig {
   double deadline_margin = 30.0;  // seconds the last checkpoint must end before the deadline
 
   // --- logging ---
-  std::int64_t log_interval = 10;              // steps
-  std::string metrics_file = "metrics.jsonl";  // rank 0 writes JSON lines; empty: off
+  std::int64_t log_interval = 10;                // steps
+  std::string metrics_file = "metrics.jsonl";    // rank 0 writes JSON lines; empty: off
+  std::string incident_file = "incident.jsonl";  // on a failure every rank appends its record; empty: off
   LogLevel log_level = LogLevel::Info;
   bool log_all_ranks = false;
   ProgressMode progress = ProgressMode::Auto;  // auto: a bar when rank 0's stdout is a terminal

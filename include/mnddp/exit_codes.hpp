@@ -11,5 +11,7 @@ inline constexpr int kExitHang = 4;       // a collective outlived --collective-
 // The ranks fell out of step without hanging (yet): the consistency checks found differing collective
 // sequences or parameters. The same code as a hang, which such a job otherwise becomes.
 inline constexpr int kExitDesync = kExitHang;
+// mnddp preflight found a device, a file, the checkpoint directory or a link not fit for training.
+inline constexpr int kExitPreflight = 5;
 
 }  // namespace mnddp

@@ -25,6 +25,9 @@ void hold_preemption_signals(const std::vector<int>& signals);
 // not wanted goes back to its default action, and one of them that already arrived is re-raised,
 // so it has the effect it would have had.
 void settle_preemption_signals(const std::vector<int>& wanted);
+// Also called, from the handler, with every preemption signal that arrives (incident_signals.hpp):
+// must be async-signal-safe.
+void set_preemption_notifier(void (*notify)(int signal));
 bool preemption_requested();
 int preemption_signal();  // the signal that arrived (0 if none)
 

@@ -39,6 +39,8 @@ class Watchdog {
  private:
   void run();
   void serve_requests();
+  // Asks every other rank's watchdog to write its incident record; waits (bounded) for them.
+  void ask_for_incident_records(const std::string& reason, int exit_code);
   [[noreturn]] void diagnose_and_abort(const std::string& channel, std::uint64_t seq, const std::string& what,
                                        double age);
 

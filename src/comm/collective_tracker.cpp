@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "mnddp/fixed_text.hpp"
 #include "mnddp/observe/timeline.hpp"
 
 namespace mnddp {
@@ -28,13 +29,6 @@ std::uint64_t extend_hash(std::uint64_t hash, const std::string& op, std::size_t
   hash = XXH3_64bits_withSeed(op.data(), op.size(), hash);
   hash = XXH3_64bits_withSeed(&size, sizeof(size), hash);
   return XXH3_64bits_withSeed(label.data(), label.size(), hash);
-}
-
-template <std::size_t N>
-void copy_cut(char (&to)[N], const std::string& from) {
-  const std::size_t n = std::min(N - 1, from.size());
-  std::memcpy(to, from.data(), n);
-  to[n] = '\0';
 }
 
 // The live trackers. Never destroyed (a tracker may outlive static destruction order).

@@ -21,6 +21,10 @@ const char* reduce_op_name(ReduceOp op) {
   return "unknown";
 }
 
+void Communicator::send_receive(const void*, int, void*, int, std::size_t) {
+  throw std::logic_error("send_receive: not supported by the " + backend_name() + " communicator");
+}
+
 void broadcast_string(Communicator& comm, std::string& text, int root) {
   std::int64_t length = static_cast<std::int64_t>(text.size());
   comm.broadcast(&length, 1, DType::I64, root);

@@ -96,6 +96,17 @@ void MpiComm::allgather(const void* send, void* recv, std::size_t count, DType d
       MPI_Allgather(send, static_cast<int>(count), to_mpi(dtype), recv, static_cast<int>(count), to_mpi(dtype), comm_));
 }
 
+void MpiComm::send_receive(const void* send, int to, void* recv, int from, std::size_t bytes) {
+  const CollectiveScope scope = enter("sendrecv", bytes, DType::U8);
+  const auto* out = static_cast<const char*>(send);
+  auto* in = static_cast<char*>(recv);
+  for (std::size_t done = 0; done < bytes; done += kMaxChunk) {
+    const auto n = static_cast<int>(std::min(kMaxChunk, bytes - done));
+    MNDDP_MPI_CHECK(
+        MPI_Sendrecv(out + done, n, MPI_BYTE, to, 0, in + done, n, MPI_BYTE, from, 0, comm_, MPI_STATUS_IGNORE));
+  }
+}
+
 void MpiComm::allreduce(ReductionMessage& message) {
   // Created on first use, after MPI_Init; MPI frees user ops at MPI_Finalize.
   static const MPI_Op combine = [] {

@@ -255,6 +255,22 @@ void NcclComm::allgather(const void* send, void* recv, std::size_t count, DType 
   NcclWork(*this, done, [] {}).wait(nullptr);
 }
 
+void NcclComm::send_receive(const void* send, int to, void* recv, int from, std::size_t bytes) {
+  MNDDP_CUDA_CHECK(cudaSetDevice(device_));
+  auto done = std::make_shared<SharedEvent>();
+  const CollectiveScope scope(tracker_, "sendrecv", bytes);
+  ++collectives_;
+  fence(nullptr, handles_->stream);
+  // One group: the send and the receive progress together (two ranks sending to each other first
+  // would otherwise wait for each other).
+  MNDDP_NCCL_CHECK(ncclGroupStart());
+  MNDDP_NCCL_CHECK(ncclSend(send, bytes, ncclUint8, to, handles_->comm, handles_->stream));
+  MNDDP_NCCL_CHECK(ncclRecv(recv, bytes, ncclUint8, from, handles_->comm, handles_->stream));
+  MNDDP_NCCL_CHECK(ncclGroupEnd());
+  done->record(handles_->stream);
+  NcclWork(*this, done, [] {}).wait(nullptr);
+}
+
 void NcclComm::barrier() {
   // NCCL has no barrier: a one-element all-reduce that every rank must join.
   void* scratch = nullptr;

@@ -20,6 +20,7 @@
 #include "direct_rows.hpp"
 #include "h5_rows.hpp"
 #include "mnddp/data/h5_types.hpp"
+#include "mnddp/diagnose/activity.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/finite_scan.hpp"
 #include "mnddp/h5/h5_handle.hpp"
@@ -309,6 +310,7 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
     const auto slot = std::span(slots).subspan(g.begin, group.size());
     auto& shard = open_->shards[number];
     const std::string& path = index_.shards[number].path;
+    const Activity reading(fmt::format("reading {} rows of shard {}", rows.size(), path));
 
     // Direct reads go to the first request of each row in place, or else to the scratch.
     bool direct = shard.direct != nullptr && direct_allowed;

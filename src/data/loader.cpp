@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "mnddp/device_binding.hpp"
+#include "mnddp/diagnose/activity.hpp"
 #include "mnddp/error.hpp"
 
 namespace mnddp {
@@ -43,6 +44,7 @@ Loader::~Loader() {
 void Loader::run() {
   const auto sample_numel = static_cast<std::size_t>(reader_.index().sample_numel());
   const auto& sample_shape = reader_.index().sample_shape;
+  Activity::name_thread("data loader");
   try {
     bind_rank_device();  // reading touches no CUDA today; whatever does later lands on our GPU
     for (std::int64_t b = 0; b < num_batches_; ++b) {
@@ -51,6 +53,7 @@ void Loader::run() {
         changed_.wait(lock, [&] { return stop_ || ready_.size() < capacity_; });
         if (stop_) break;
       }
+      const Activity preparing(fmt::format("preparing batch {} of {}", b + 1, num_batches_));
       if (before_batch_) before_batch_(b);
       // Read outside our lock: the consumer keeps taking ready batches meanwhile.
       const std::int64_t first = b * batch_size_;

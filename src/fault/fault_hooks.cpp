@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <thread>
 
+#include "mnddp/diagnose/activity.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/fault/fault_actions.hpp"
 
@@ -20,12 +22,19 @@ void FaultHooks::at_step_start(std::int64_t step) const {
     announce("killing this rank (SIGKILL)");
     std::raise(SIGKILL);
   }
+  if (plan_.hits(FaultKind::Segfault, step, rank_.rank)) {
+    announce("writing through a null pointer (SIGSEGV)");
+    static volatile std::uintptr_t address = 0;  // volatile: the compiler cannot see the null, nor drop the store
+    *reinterpret_cast<volatile int*>(address) = 1;
+  }
   if (plan_.hits(FaultKind::Hang, step, rank_.rank)) {
     announce("this rank stops before the step's collectives");
+    const Activity hung("the injected hang");
     while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   if (plan_.hits_from(FaultKind::Slow, step, rank_.rank)) {
     if (plan_.step == step) announce("this rank sleeps 0.5 s in every step from now on");
+    const Activity sleeping("the injected slow fault's 0.5 s sleep");
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 }

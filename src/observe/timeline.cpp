@@ -8,6 +8,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "mnddp/diagnose/activity.hpp"
+
 namespace mnddp::timeline {
 
 namespace detail {
@@ -70,6 +72,7 @@ void async_span(std::string_view category, std::string name, Clock::time_point b
 }
 
 void name_this_thread(std::string name, bool shared) {
+  Activity::name_thread(name);  // the incident file names threads the same way
   Buffer& b = buffer();
   std::lock_guard lock(b.mutex);
   if (shared && t_thread < 0) {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <utility>
 
 #include "mnddp/env_info.hpp"
@@ -19,6 +21,25 @@ namespace mnddp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Why this invocation stopped, for job scripts (slurm/train_requeue.sbatch requeues after
+// "deadline"): one line in <checkpoint-dir>/stop-reason, replaced atomically. A script's guide, not
+// the checkpoint's: failing to write it only warns.
+void write_stop_reason(const std::string& directory, const std::string& reason) {
+  const std::filesystem::path path = std::filesystem::path(directory) / "stop-reason";
+  const std::filesystem::path temporary = path.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << reason << '\n';
+    if (!out.flush()) {
+      spdlog::warn("cannot write '{}': job scripts will not see why the run stopped ({})", path.string(), reason);
+      return;
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) spdlog::warn("cannot write '{}': {}", path.string(), error.message());
+}
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -100,6 +121,11 @@ CheckpointDecision Checkpointer::after_step(const TrainingPosition& position, bo
   const bool keep_best = new_best_.has_value();
   if (decision.save || keep_best) save(position, state, /*wait=*/decision.stop || last);
   if (last) wait();  // the last commit, and its verdict
+  if ((decision.stop || last) && control_.is_root())
+    write_stop_reason(options_.directory, last                 ? "complete"
+                                          : decision.deadline  ? "deadline"
+                                          : decision.preempted ? fmt::format("signal {}", preemption_signal())
+                                                               : "steps-per-run");
   return decision;
 }
 

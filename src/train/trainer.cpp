@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "mnddp/amp/autocast.hpp"
+#include "mnddp/diagnose/activity.hpp"
 #include "mnddp/diagnose/parameter_fingerprint.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/observe/resources.hpp"
@@ -141,6 +142,7 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
     ++step;
     r.observers.step_finished(step, epoch, step_begin, Clock::now());
     if (step % c.log_interval == 0 || step == r.data.steps.total_steps) {
+      const Activity reporting(fmt::format("the log interval's report after step {}", step));
       const double scale = r.scaler->enabled() ? r.scaler->current_scale() : 0.0;
       const StepMetrics interval =
           r.log->report(step, epoch, lr, scale, step == r.data.steps.total_steps, r.control, r.faults);
@@ -169,6 +171,8 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
 double Trainer::train_step(Loader& loader, std::int64_t step, double lr) {
   TrainingRun& r = *run_;
   const int accum = r.config.grad_accum_steps;
+  Activity::set_step(step);
+  const Activity stepping(fmt::format("training step {}", step));
   set_learning_rate(*r.optimizer, lr);
   r.ddp->zero_grad();  // not the optimizer's: DDP knows which gradients are views of its buckets
   r.faults.at_step_start(step);
@@ -247,6 +251,7 @@ void Trainer::apply_gradients(std::int64_t step, double step_loss) {
 void Trainer::evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result) {
   TrainingRun& r = *run_;
   if (!r.evaluator) return;
+  const Activity validating(fmt::format("validation after step {}", step));
   const auto begin = Clock::now();
   r.observers.validation_started(step);
   r.ddp->sync_buffers();  // one model on every rank: rank 0's BatchNorm statistics
@@ -263,6 +268,7 @@ void Trainer::evaluate(std::int64_t step, std::int64_t epoch, TrainResult& resul
 
 CheckpointDecision Trainer::checkpoint_after_step(const TrainingPosition& position) {
   TrainingRun& r = *run_;
+  const Activity checkpointing(fmt::format("checkpoint after step {}", position.step));
   const auto begin = Clock::now();
   const CheckpointDecision decision = r.checkpointer->after_step(position, false, r.state_refs());
   r.observers.checkpoint_blocked(position.step, begin, Clock::now());

@@ -6,6 +6,8 @@ set -uo pipefail
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mnddp-e2e.XXXXXX")
 trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
+# A failing run's incident records go to the test's own directory, not the test runner's.
+export MNDDP_INCIDENT_FILE="$WORK/incident.jsonl"
 FAILURES=0
 CASES=0
 

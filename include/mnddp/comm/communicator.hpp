@@ -44,6 +44,9 @@ class Communicator {
   // `recv` holds size() * count elements, rank r's contribution at offset r * count.
   virtual void allgather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
   virtual void barrier() = 0;
+  // Sends `bytes` to rank `to` while receiving as many from rank `from` (the pre-flight link test,
+  // diagnose/link_test.hpp). Every rank calls it at once, with its own partners.
+  virtual void send_receive(const void* send, int to, void* recv, int from, std::size_t bytes);
 
   // Starts an in-place all-reduce and returns at once. Asynchronous collectives run in the order
   // they are started, on a channel of their own (so they never interleave with the blocking calls

@@ -52,6 +52,7 @@ class MpiComm final : public Communicator {
   void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
   void allgather(const void* send, void* recv, std::size_t count, DType dtype) override;
   void barrier() override;
+  void send_receive(const void* send, int to, void* recv, int from, std::size_t bytes) override;
   // Every field of `message` reduced in one MPI_Allreduce (reduction_message.hpp).
   void allreduce(ReductionMessage& message);
   // Collective: every rank's clock offset to rank 0, as NTP estimates it. Rank 0 exchanges `rounds`

@@ -37,6 +37,7 @@ class NcclComm final : public Communicator {
   void allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) override;
   void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
   void allgather(const void* send, void* recv, std::size_t count, DType dtype) override;
+  void send_receive(const void* send, int to, void* recv, int from, std::size_t bytes) override;
   void barrier() override;
   std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
                                             void* producer_stream = nullptr) override;

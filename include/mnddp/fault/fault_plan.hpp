@@ -3,6 +3,7 @@
 // Format: KIND@STEP[:RANK] (RANK: the rank that fails; default every rank). STEP counts optimizer
 // steps from 1. Kinds (docs/FAULT_TOLERANCE.md):
 //   crash               the rank kills itself (SIGKILL) at the start of step STEP
+//   segfault            the rank writes through a null pointer at the start of step STEP (SIGSEGV)
 //   hang                the rank stops before step STEP's collectives and never continues
 //   slow                the rank sleeps 0.5 s in every step from STEP on (slow is not hung)
 //   loader-exception    the data loader's reading thread throws while preparing step STEP's batch
@@ -30,6 +31,7 @@ namespace mnddp {
 enum class FaultKind {
   None,
   Crash,
+  Segfault,
   Hang,
   Slow,
   LoaderException,
@@ -46,6 +48,7 @@ enum class FaultKind {
 template <>
 struct ChoiceNames<FaultKind> {
   static constexpr std::array table{named(FaultKind::Crash, "crash"),
+                                    named(FaultKind::Segfault, "segfault"),
                                     named(FaultKind::Hang, "hang"),
                                     named(FaultKind::Slow, "slow"),
                                     named(FaultKind::LoaderException, "loader-exception"),

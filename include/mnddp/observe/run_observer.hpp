@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mnddp/diagnose/activity.hpp"
 #include "mnddp/observe/metrics.hpp"
 
 namespace mnddp {
@@ -120,7 +121,7 @@ class Observers final : public RunObserver {
 class PhaseTimer {
  public:
   PhaseTimer(RunObserver& observer, StepPhase phase)
-      : observer_(observer), phase_(phase), begin_(RunObserver::Clock::now()) {}
+      : observer_(observer), phase_(phase), activity_(phase_name(phase)), begin_(RunObserver::Clock::now()) {}
   ~PhaseTimer() { observer_.phase(phase_, begin_, RunObserver::Clock::now()); }
   PhaseTimer(const PhaseTimer&) = delete;
   PhaseTimer& operator=(const PhaseTimer&) = delete;
@@ -128,6 +129,7 @@ class PhaseTimer {
  private:
   RunObserver& observer_;
   StepPhase phase_;
+  Activity activity_;  // what the incident file says this thread is doing
   RunObserver::Clock::time_point begin_;
 };
 

@@ -1,0 +1,181 @@
+// From the ranks' incident records to one verdict: which rank the others waited for, and what it was
+// doing. The records agree on the stuck call (the watchdog's, or the call every survivor waited in);
+// a rank behind it, or one that never wrote a record, is the culprit.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "mnddp/diagnose/incident_command.hpp"
+#include "mnddp/diagnose/incident_details.hpp"
+
+namespace mnddp {
+namespace {
+
+using json = nlohmann::json;
+
+// How strongly a record's cause explains the incident: the rank it happened to first.
+int weight(const std::string& cause) {
+  if (cause == "crash") return 5;
+  if (cause == "fatal") return 4;
+  if (cause == "error") return 3;
+  if (cause == "timeout") return 2;
+  if (cause == "signal") return 1;
+  return 0;  // "request": written because another rank asked
+}
+
+struct Call {
+  std::string channel;
+  std::uint64_t seq = 0;
+  std::string what;
+};
+
+// The stuck call: the watchdog's, else the oldest open lockstep call the signalled ranks share.
+std::optional<Call> stuck_call(const std::map<int, json>& by_rank, const json& origin) {
+  if (origin.contains("stuck") && origin["stuck"].is_object())
+    return Call{origin["stuck"].value("channel", ""), origin["stuck"].value("seq", std::uint64_t{0}),
+                origin["stuck"].value("what", "")};
+  std::optional<Call> oldest;
+  double age = -1.0;
+  for (const auto& [rank, record] : by_rank) {
+    for (const auto& channel : record.value("channels", json::array())) {
+      if (channel.value("pace", "") != "lockstep" || !channel["open"].is_object()) continue;
+      const json& open = channel["open"];
+      if (open.value("age_s", 0.0) <= age) continue;
+      age = open.value("age_s", 0.0);
+      oldest = Call{channel.value("channel", ""), open.value("seq", std::uint64_t{0}), describe_call(open)};
+    }
+  }
+  return oldest;
+}
+
+// Where a rank stands against the stuck call: from its own record, else from what the origin saw.
+std::string state_of(int rank, const std::map<int, json>& by_rank, const json& origin, const Call& call) {
+  if (auto it = by_rank.find(rank); it != by_rank.end()) {
+    for (const auto& channel : it->second.value("channels", json::array())) {
+      if (channel.value("channel", "") != call.channel) continue;
+      const auto started = channel.value("started", std::uint64_t{0});
+      const auto finished = channel.value("finished", std::uint64_t{0});
+      if (started < call.seq) return "behind";
+      if (channel["open"].is_object() && channel["open"].value("seq", std::uint64_t{0}) == call.seq) return "inside";
+      if (finished >= call.seq) return "ahead";
+      return "inside";
+    }
+    return "behind";  // never used the channel
+  }
+  for (const auto& peer : origin.value("peers", json::array()))
+    if (peer.value("rank", -1) == rank) return peer.value("state", "silent");
+  return "silent";
+}
+
+// When each rank began the call, from the histories (wall-clock seconds); absent where it did not.
+std::map<int, double> call_starts(const std::map<int, json>& by_rank, const Call& call) {
+  std::map<int, double> starts;
+  for (const auto& [rank, record] : by_rank)
+    for (const auto& channel : record.value("channels", json::array()))
+      if (channel.value("channel", "") == call.channel)
+        for (const auto& entry : channel.value("history", json::array()))
+          if (entry.value("seq", std::uint64_t{0}) == call.seq) starts[rank] = entry.value("start", 0.0);
+  return starts;
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
+}
+
+}  // namespace
+
+IncidentVerdict explain_incident(const std::vector<json>& records, bool all_ranks) {
+  IncidentVerdict v;
+  if (records.empty()) {
+    v.verdict = "no incident records";
+    return v;
+  }
+  std::map<int, json> by_rank;  // the first record of each rank
+  for (const auto& record : records) by_rank.try_emplace(record.value("rank", -1), record);
+  const int world = records.front().value("world_size", static_cast<int>(by_rank.size()));
+  const json* origin = &records.front();
+  for (const auto& [rank, record] : by_rank) {
+    const int w = weight(record.value("cause", "")), best = weight(origin->value("cause", ""));
+    if (w > best || (w == best && record.value("time", 0.0) < origin->value("time", 0.0))) origin = &record;
+  }
+  const std::string cause = origin->value("cause", "");
+  const int origin_rank = origin->value("rank", -1);
+  const std::int64_t step = origin->value("step", std::int64_t{0});
+  std::vector<int> missing;
+  for (int r = 0; r < world; ++r)
+    if (!by_rank.contains(r)) missing.push_back(r);
+
+  if (cause == "crash" || cause == "fatal") {
+    v.culprits = {origin_rank};
+    v.verdict = fmt::format("rank {} {} at step {} while {}: {}", origin_rank, cause == "crash" ? "crashed" : "failed",
+                            step, doing(*origin), origin->value("reason", ""));
+  } else if (cause == "error") {
+    v.verdict = fmt::format("every rank stopped at step {}: {}", step, origin->value("reason", ""));
+  } else if (const auto call = stuck_call(by_rank, *origin)) {
+    std::vector<int> inside, culprits;
+    std::vector<std::string> parts;
+    for (int r = 0; r < world; ++r) {
+      const std::string state = state_of(r, by_rank, *origin, *call);
+      if (state == "inside" || state == "ahead") {
+        inside.push_back(r);
+        continue;
+      }
+      culprits.push_back(r);
+      if (auto it = by_rank.find(r); it != by_rank.end())
+        parts.push_back(fmt::format("rank {} never entered {} at step {}; it was {}", r, call->what,
+                                    it->second.value("step", step), doing(it->second)));
+      else
+        parts.push_back(
+            fmt::format("rank {} wrote no record{}: it died (killed, or crashed without a trace), or is "
+                        "stuck with signals blocked",
+                        r, cause == "timeout" ? " and never answered" : ""));
+    }
+    v.culprits = culprits;
+    const std::string reason = origin->value("reason", "");
+    const std::string ended =
+        cause == "signal" ? fmt::format("; the launcher then ended the job ({})", reason.substr(0, reason.find(' ')))
+                          : "";
+    const std::string waiting = inside.empty() ? "no rank was inside it"
+                                               : fmt::format("{} waited in #{} on the {} channel",
+                                                             inside.size() > 1 ? "all other ranks" : ranks_text(inside),
+                                                             call->seq, call->channel);
+    // Every rank reached the call, but one so late that the others timed out: a slow rank, not a hung one.
+    const auto starts = call_starts(by_rank, *call);
+    std::optional<std::pair<int, double>> late;
+    if (culprits.empty() && starts.size() == by_rank.size() && starts.size() > 1) {
+      const auto [first, last] = std::ranges::minmax_element(starts, {}, [](const auto& s) { return s.second; });
+      const double stuck_for =
+          origin->contains("stuck") && (*origin)["stuck"].is_object() ? (*origin)["stuck"].value("age_s", 0.0) : 0.0;
+      if (last->second - first->second > 0.5 * stuck_for && stuck_for > 0)
+        late = {last->first, last->second - first->second};
+    }
+    if (late) {
+      v.culprits = {late->first};
+      v.verdict = fmt::format(
+          "rank {} entered {} {:.2f} s after the first rank, past --collective-timeout: a slow rank, not a hung one; "
+          "when asked it was {}",
+          late->first, call->what, late->second, doing(by_rank.at(late->first)));
+    } else if (culprits.empty())
+      v.verdict = fmt::format("every rank is inside {} on the {} channel at step {}: a stuck network or device{}",
+                              call->what, call->channel, step, ended);
+    else
+      v.verdict = fmt::format("{}; {}{}", fmt::join(parts, "; "), waiting, ended);
+  } else {
+    v.verdict = fmt::format("rank {} wrote the first record ({}) at step {}: {}", origin_rank, cause, step,
+                            origin->value("reason", ""));
+  }
+  if (!missing.empty() && cause != "signal" && cause != "timeout")
+    v.verdict += fmt::format(" ({} wrote no record)", ranks_text(missing));
+
+  std::vector<int> shown = all_ranks ? std::vector<int>{} : v.culprits;
+  if (all_ranks)
+    for (const auto& [rank, record] : by_rank) shown.push_back(rank);
+  if (!all_ranks && std::ranges::find(shown, origin_rank) == shown.end()) shown.push_back(origin_rank);
+  v.details = describe_ranks(by_rank, world, *origin, shown);
+  return v;
+}
+
+}  // namespace mnddp

@@ -1,0 +1,200 @@
+// Incident files' parts without a job: the activity board, the stacks of other threads, a record's
+// JSON, and the verdict on hand-made records (a rank behind the stuck call, one late to it, one that
+// wrote nothing, a crash among requests, an agreed error).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+
+#include "mnddp/comm/collective_tracker.hpp"
+#include "mnddp/diagnose/activity.hpp"
+#include "mnddp/diagnose/incident.hpp"
+#include "mnddp/diagnose/incident_command.hpp"
+#include "mnddp/diagnose/thread_stacks.hpp"
+
+namespace mnddp {
+namespace {
+
+using json = nlohmann::json;
+
+const Activity::ThreadNow* find_me(const std::vector<Activity::ThreadNow>& threads, const std::string& name) {
+  for (const auto& t : threads)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+TEST(Activity, InnermostScopeAndTheOneAnErrorLeft) {
+  Activity::name_thread("activity test");
+  {
+    const Activity outer("training step 7");
+    {
+      const Activity inner("forward");
+      EXPECT_EQ(find_me(Activity::snapshot(), "activity test")->what, "forward");
+    }
+    EXPECT_EQ(find_me(Activity::snapshot(), "activity test")->what, "training step 7");
+    try {
+      const Activity failing("data wait");
+      throw std::runtime_error("loader");
+    } catch (const std::exception&) {
+    }
+  }
+  const auto* me = find_me(Activity::snapshot(), "activity test");
+  ASSERT_NE(me, nullptr);
+  EXPECT_EQ(me->what, "");
+  EXPECT_EQ(me->unwound, "data wait");
+  const Activity next("training step 8");  // an outermost scope: the handled error is history
+  EXPECT_EQ(find_me(Activity::snapshot(), "activity test")->unwound, "");
+}
+
+// Not inlined, so that its name is in the stack the capture returns.
+[[gnu::noinline]] void wait_in_a_named_function(std::atomic<bool>& stop) {
+  while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  asm volatile("");
+}
+
+TEST(ThreadStacks, CapturesAnotherThreadsStack) {
+  std::atomic<bool> stop{false};
+  std::atomic<long> tid{0};
+  std::thread waiter([&] {
+    Activity::name_thread("waiter");
+    tid = find_me(Activity::snapshot(), "waiter")->tid;
+    wait_in_a_named_function(stop);
+  });
+  while (tid.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto stacks = capture_thread_stacks(std::chrono::milliseconds(500));
+  stop = true;
+  waiter.join();
+  const ThreadStack* found = nullptr;
+  for (const auto& s : stacks)
+    if (s.tid == tid.load()) found = &s;
+  ASSERT_NE(found, nullptr);
+  ASSERT_TRUE(found->answered);
+  ASSERT_GT(found->frames.size(), 2u);
+  // Its frames lie in this test binary (named by the module, whatever dladdr can name).
+  bool in_test = false;
+  for (const auto& f : found->frames) in_test = in_test || f.module.find("test_incident") != std::string::npos;
+  EXPECT_TRUE(in_test);
+  EXPECT_EQ(found->frames.front().module.find("test_incident"), std::string::npos)
+      << "the innermost frame is the sleep in libc, not the capture handler";
+}
+
+TEST(IncidentRecord, HoldsChannelsThreadsAndPeers) {
+  RankInfo rank;
+  rank.rank = 2;
+  rank.world_size = 4;
+  rank.host = "nodeB";
+  IncidentRecorder::configure(rank, "unused.jsonl", "run-1");
+  CollectiveTracker tracker("test-channel");
+  tracker.end(tracker.begin("allreduce", 4096, std::string("gradient bucket 0")));
+  tracker.begin("allreduce", 4096, std::string("gradient bucket 1"));  // left open
+  Activity::set_step(406);
+  IncidentReport report;
+  report.cause = IncidentCause::Timeout;
+  report.reason = "stuck";
+  report.stuck = StuckCall{"test-channel", 2, "allreduce #2", 61.0};
+  report.peers.push_back({3, false, "silent", 0, 0, 0.0, ""});
+  const json record = json::parse(IncidentRecorder::record_json(report, capture_thread_stacks({})));
+  EXPECT_EQ(record["incident"], "run-1");
+  EXPECT_EQ(record["rank"], 2);
+  EXPECT_EQ(record["host"], "nodeB");
+  EXPECT_EQ(record["step"], 406);
+  EXPECT_EQ(record["cause"], "timeout");
+  EXPECT_EQ(record["stuck"]["seq"], 2);
+  EXPECT_EQ(record["peers"][0]["state"], "silent");
+  bool seen = false;
+  for (const auto& c : record["channels"]) {
+    if (c["channel"] != "test-channel") continue;
+    seen = true;
+    EXPECT_EQ(c["open"]["seq"], 2);
+    ASSERT_EQ(c["history"].size(), 2u);
+    EXPECT_EQ(c["history"][0]["label"], "gradient bucket 0");
+    EXPECT_FALSE(c["history"][0]["end"].is_null());
+    EXPECT_TRUE(c["history"][1]["end"].is_null());
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_FALSE(record["threads"].empty());
+}
+
+// A hand-made record: rank R at step S, its main thread doing WHAT, on one channel.
+json record(int rank, const std::string& cause, std::uint64_t started, std::uint64_t finished, const std::string& what,
+            std::vector<double> starts = {}) {
+  json channel = {
+      {"channel", "grad"}, {"pace", "lockstep"}, {"started", started}, {"finished", finished}, {"open", nullptr}};
+  if (started > finished)
+    channel["open"] = {{"seq", started}, {"op", "allreduce"}, {"bytes", 4096}, {"label", "bucket 0"}, {"age_s", 5.0}};
+  json history = json::array();
+  for (std::size_t i = 0; i < starts.size(); ++i)
+    history.push_back({{"seq", started - starts.size() + 1 + i},
+                       {"op", "allreduce"},
+                       {"bytes", 4096},
+                       {"label", "bucket 0"},
+                       {"start", starts[i]},
+                       {"end", nullptr}});
+  channel["history"] = history;
+  return {{"incident", "r"},
+          {"rank", rank},
+          {"world_size", 3},
+          {"cause", cause},
+          {"origin", 0},
+          {"reason", "why"},
+          {"step", 406},
+          {"time", 100.0 + rank},
+          {"stuck", nullptr},
+          {"peers", json::array()},
+          {"channels", json::array({channel})},
+          {"threads",
+           json::array({{{"role", "main"}, {"activity", what}, {"activity_s", 61.0}, {"frames", json::array()}}})}};
+}
+
+TEST(IncidentVerdict, NamesTheRankThatNeverReachedTheStuckCall) {
+  json origin = record(0, "timeout", 812, 811, "exposed comm");
+  origin["stuck"] = {{"channel", "grad"}, {"seq", 812}, {"what", "allreduce #812 (bucket 0)"}, {"age_s", 61.0}};
+  const auto v = explain_incident(
+      {origin, record(1, "request", 812, 811, "exposed comm"), record(2, "request", 811, 811, "data wait")});
+  EXPECT_EQ(v.culprits, std::vector<int>{2});
+  EXPECT_EQ(v.verdict,
+            "rank 2 never entered allreduce #812 (bucket 0) at step 406; it was in data wait for 61.0 s; all other "
+            "ranks waited in #812 on the grad channel");
+}
+
+TEST(IncidentVerdict, ARankThatWroteNothingIsTheOneTheOthersWaitedFor) {
+  const auto v =
+      explain_incident({record(0, "signal", 812, 811, "exposed comm"), record(2, "signal", 812, 811, "backward")});
+  EXPECT_EQ(v.culprits, std::vector<int>{1});
+  EXPECT_NE(v.verdict.find("rank 1 wrote no record: it died"), std::string::npos) << v.verdict;
+  EXPECT_NE(v.verdict.find("the launcher then ended the job (why)"), std::string::npos) << v.verdict;
+}
+
+TEST(IncidentVerdict, ALateRankIsSlowNotHung) {
+  json origin = record(0, "timeout", 812, 811, "exposed comm", {10.0});
+  origin["stuck"] = {{"channel", "grad"}, {"seq", 812}, {"what", "allreduce #812"}, {"age_s", 3.0}};
+  const auto v = explain_incident({origin, record(1, "request", 812, 811, "exposed comm", {10.1}),
+                                   record(2, "request", 812, 812, "a long sleep", {13.5})});
+  EXPECT_EQ(v.culprits, std::vector<int>{2});
+  EXPECT_NE(v.verdict.find("rank 2 entered allreduce #812 3.50 s after the first rank"), std::string::npos)
+      << v.verdict;
+  EXPECT_NE(v.verdict.find("in a long sleep"), std::string::npos) << v.verdict;
+}
+
+TEST(IncidentVerdict, ACrashOutweighsTheRecordsItAskedFor) {
+  json crash = record(1, "crash", 811, 811, "forward");
+  crash["reason"] = "SIGSEGV (Segmentation fault) in thread 12 at address 0x0";
+  crash["time"] = 500.0;  // written after the others' would not matter: a crash is the cause
+  const auto v = explain_incident({record(0, "request", 812, 811, "exposed comm"), crash});
+  EXPECT_EQ(v.culprits, std::vector<int>{1});
+  EXPECT_EQ(v.verdict,
+            "rank 1 crashed at step 406 while in forward for 61.0 s: SIGSEGV (Segmentation fault) in thread 12 at "
+            "address 0x0 (rank 2 wrote no record)");
+}
+
+TEST(IncidentVerdict, AnAgreedErrorIsQuotedAsEveryRankSawIt) {
+  json e0 = record(0, "error", 5, 5, ""), e1 = record(1, "error", 5, 5, ""), e2 = record(2, "error", 5, 5, "");
+  for (json* e : {&e0, &e1, &e2}) (*e)["reason"] = "ranks out of step: rank 1 differs";
+  EXPECT_EQ(explain_incident({e0, e1, e2}).verdict,
+            "every rank stopped at step 406: ranks out of step: rank 1 differs");
+}
+
+}  // namespace
+}  // namespace mnddp
