@@ -53,6 +53,9 @@ extra=(${MPIRUN_ARGS:-})
 placement=()
 [[ " ${extra[*]} " == *" --map-by "* ]] || placement+=(--map-by slot)
 [[ " ${extra[*]} " == *" --bind-to "* ]] || placement+=(--bind-to none)
+# When a rank dies, mpirun sends the others SIGTERM and SIGKILL one second later by default: five
+# give every survivor time to write its incident record (docs/FAULT_TOLERANCE.md).
+[[ " ${extra[*]} " == *"odls_base_sigkill_timeout"* ]] || placement+=(--mca odls_base_sigkill_timeout 5)
 cmd=("${MPIRUN:-mpirun}" --hostfile "$hostfile" -np "$np" "${placement[@]}" "${exports[@]}" "${extra[@]}"
   "$MNDDP_BIN" train "$@")
 echo "[mpirun_hosts] $np ranks on $nodes node(s), OMP_NUM_THREADS=$OMP_NUM_THREADS: ${cmd[*]}"

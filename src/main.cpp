@@ -339,6 +339,7 @@ int main(int argc, char** argv) {
     const int code = command == "eval"        ? evaluate(*runtime, *watchdog, args)
                      : command == "preflight" ? preflight_command(*runtime, *watchdog, args)
                                               : train(*runtime, *watchdog, args);
+    IncidentRecorder::withdraw_signal_record();  // the run ended as it should: a SIGTERM's record was no incident
     Watchdog::arm_exit_deadline(kShutdownSeconds, code);
     return code;
   } catch (const Error& e) {

@@ -238,7 +238,8 @@ void Watchdog::ask_for_incident_records(const std::string& reason, int exit_code
   request.ask = Ask::WriteIncident;
   request.exit_code = exit_code;
   copy_cut(request.reason, reason);
-  Questioning asked(impl_->comm, request, kIncidentAckTag, me, size);
+  // On the heap, and never freed: a rank that answers late still writes into it, and the job ends next.
+  auto& asked = *new Questioning(impl_->comm, request, kIncidentAckTag, me, size);
   // A rank that is gone never answers: wait a bounded time, answering the others' questions meanwhile.
   const auto deadline = Clock::now() + std::chrono::duration<double>(kIncidentWait);
   while (Clock::now() < deadline) {
@@ -256,7 +257,7 @@ void Watchdog::diagnose_and_abort(const std::string& channel, std::uint64_t seq,
   const int size = impl_->rank.world_size;
   Request request{};
   copy_cut(request.channel, channel);
-  Questioning asked(impl_->comm, request, kReplyTag, me, size);
+  auto& asked = *new Questioning(impl_->comm, request, kReplyTag, me, size);  // never freed, as above
   std::vector<Reply>& replies = asked.replies;
   std::vector<bool> answered(static_cast<std::size_t>(size), false);
   answered[static_cast<std::size_t>(me)] = true;

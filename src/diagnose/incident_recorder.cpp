@@ -38,6 +38,7 @@ State& state() {
 }
 std::atomic<bool> g_configured{false};
 std::atomic<bool> g_written{false};
+std::atomic<bool> g_signal_record{false};  // the record written was a `signal` one
 
 // Seconds since the epoch of a steady-clock instant: comparable between the ranks' records (to the
 // hosts' clock agreement).
@@ -226,10 +227,23 @@ bool IncidentRecorder::write(const IncidentReport& report, std::chrono::millisec
   if (!enabled() || g_written.exchange(true)) return false;
   try {
     const auto stacks = capture_thread_stacks(stack_wait);
+    g_signal_record.store(report.cause == IncidentCause::Signal);
     return append_line(path(), record_json(report, stacks) + "\n");
   } catch (const std::exception&) {
     return false;  // on the way out already: the job's message matters more than its record
   }
+}
+
+void IncidentRecorder::withdraw_signal_record() {
+  if (!enabled() || !g_signal_record.exchange(false)) return;
+  State& s = state();
+  json line;
+  {
+    std::lock_guard lock(s.mutex);
+    line = {{"incident", s.run_id}, {"rank", s.rank.rank}, {"withdrawn", true}, {"time", wall_seconds(Clock::now())}};
+  }
+  append_line(path(), line.dump() + "\n");
+  g_written.store(false);
 }
 
 void IncidentRecorder::set_peer_request(PeerRequest request) {

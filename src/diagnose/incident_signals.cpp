@@ -65,6 +65,7 @@ extern "C" void on_fatal_signal(int signal, siginfo_t* info, void* context) {
 }
 
 void notify_termination(int signal) {
+  if (signal != SIGTERM) return;  // the launcher's way to end a job; USR2 and the like are only warnings
   int expected = 0;
   if (g_term_signal.compare_exchange_strong(expected, signal)) ::sem_post(&g_wake);
 }
@@ -101,18 +102,20 @@ void handle_crash() {
   const std::string reason = fmt::format(
       "{} ({}) in thread {}{}", signal_description(signal), ::sigdescr_np(signal), g_crash_tid.load(),
       signal == SIGSEGV || signal == SIGBUS ? fmt::format(" at address {:#x}", g_fault_address.load()) : "");
-  std::fprintf(stderr, "[%s] mnddp: fatal: %s; writing the incident records\n", IncidentRecorder::identity().c_str(),
-               reason.c_str());
   IncidentReport report;
   report.cause = IncidentCause::Crash;
   report.reason = reason;
   report.exit_code = 128 + signal;
   report.crash_tid = g_crash_tid.load();
   report.crash_frames = describe_frames(g_crash_frames, g_crash_count);
-  if (IncidentRecorder::write(report)) IncidentRecorder::ask_peers(reason, report.exit_code);
-  std::fprintf(stderr, "[%s] mnddp: incident records in '%s' (explain them: mnddp incident %s)\n",
-               IncidentRecorder::identity().c_str(), IncidentRecorder::path().c_str(),
-               IncidentRecorder::path().c_str());
+  // The record first, the words after: the crash may have left stderr's lock held.
+  const bool written = IncidentRecorder::write(report);
+  if (written) IncidentRecorder::ask_peers(reason, report.exit_code);
+  std::fprintf(stderr, "[%s] mnddp: fatal: %s\n", IncidentRecorder::identity().c_str(), reason.c_str());
+  if (written)
+    std::fprintf(stderr, "[%s] mnddp: incident records in '%s' (explain them: mnddp incident %s)\n",
+                 IncidentRecorder::identity().c_str(), IncidentRecorder::path().c_str(),
+                 IncidentRecorder::path().c_str());
   g_crash_handled.store(true);
 }
 
@@ -138,6 +141,7 @@ void handle_termination() {
     ::signal(signal, SIG_DFL);
     ::raise(signal);
   }
+  g_term_signal.store(0);  // a preemption the run honours: a later SIGTERM is looked at afresh
 }
 
 }  // namespace

@@ -93,10 +93,19 @@ IncidentVerdict explain_incident(const std::vector<json>& records, bool all_rank
     v.verdict = "no incident records";
     return v;
   }
-  std::map<int, json> by_rank;  // the first record of each rank
-  for (const auto& record : records) by_rank.try_emplace(record.value("rank", -1), record);
-  const int world = records.front().value("world_size", static_cast<int>(by_rank.size()));
-  const json* origin = &records.front();
+  std::map<int, json> by_rank;  // the first record of each rank, unless a later line withdrew it
+  for (const auto& record : records) {
+    if (record.value("withdrawn", false))
+      by_rank.erase(record.value("rank", -1));
+    else
+      by_rank.try_emplace(record.value("rank", -1), record);
+  }
+  if (by_rank.empty()) {
+    v.verdict = "no incident: every record was withdrawn (the run went on after the signal that made it write)";
+    return v;
+  }
+  const int world = by_rank.begin()->second.value("world_size", static_cast<int>(by_rank.size()));
+  const json* origin = &by_rank.begin()->second;
   for (const auto& [rank, record] : by_rank) {
     const int w = weight(record.value("cause", "")), best = weight(origin->value("cause", ""));
     if (w > best || (w == best && record.value("time", 0.0) < origin->value("time", 0.0))) origin = &record;
@@ -130,8 +139,9 @@ IncidentVerdict explain_incident(const std::vector<json>& records, bool all_rank
       else
         parts.push_back(
             fmt::format("rank {} wrote no record{}: it died (killed, or crashed without a trace), or is "
-                        "stuck with signals blocked",
-                        r, cause == "timeout" ? " and never answered" : ""));
+                        "stuck with signals blocked{}",
+                        r, cause == "timeout" ? " and never answered" : "",
+                        cause == "signal" ? ", or was still computing when the launcher ended the job" : ""));
     }
     v.culprits = culprits;
     const std::string reason = origin->value("reason", "");

@@ -58,20 +58,31 @@ std::vector<LinkSample> measure_links(Communicator& comm, MpiComm& control, cons
   const int n = comm.size();
   const int me = comm.rank();
   const CollectiveLabel label("pre-flight link test");
-  // Per rank, per round: {partner, seconds}; partner -1 when the rank sat the round out.
-  std::vector<double> mine;
-  if (n > 1) {
-    const int to = (me + 1) % n, from = (me + n - 1) % n;
-    mine.push_back(to);
-    mine.push_back(time_round(comm, control, send, recv, to, from, options));
+  // The rounds, the same number on every rank: the ring, then r XOR k for k = 1, 2, 4, ... (the
+  // hypercube's dimensions: the larger k reach other nodes, whatever the ranks per node). A rank
+  // whose partner does not exist sits the round out (partner -1).
+  struct Round {
+    int to, from;
+    bool ring;
+  };
+  std::vector<Round> rounds;
+  if (n > 1) rounds.push_back({(me + 1) % n, (me + n - 1) % n, true});
+  for (int k = 1, dimensions = 0; k < n && dimensions < options.pair_rounds; k *= 2, ++dimensions) {
+    const int partner = (me ^ k) < n ? me ^ k : -1;
+    rounds.push_back({partner, partner, false});
   }
-  int width = 1;
-  while (width < n) width *= 2;
-  for (int k = 1; k < width && k <= options.pair_rounds; ++k) {
-    const int partner = me ^ k;
-    if (partner < n) {
-      mine.push_back(partner);
-      mine.push_back(time_round(comm, control, send, recv, partner, partner, options));
+  // A first pass connects every pair: transports connect on first use, some then switch to a faster
+  // path in the background, and neither is what training will see.
+  for (const Round& round : rounds) {
+    control.barrier();
+    if (round.to >= 0) comm.send_receive(send, round.to, recv, round.from, options.bytes);
+  }
+  // Per rank, per round: {partner, seconds}.
+  std::vector<double> mine;
+  for (const Round& round : rounds) {
+    if (round.to >= 0) {
+      mine.push_back(round.to);
+      mine.push_back(time_round(comm, control, send, recv, round.to, round.from, options));
     } else {
       control.barrier();  // the round's start, kept in step with the others
       mine.push_back(-1);

@@ -122,10 +122,12 @@ CheckpointDecision Checkpointer::after_step(const TrainingPosition& position, bo
   if (decision.save || keep_best) save(position, state, /*wait=*/decision.stop || last);
   if (last) wait();  // the last commit, and its verdict
   if ((decision.stop || last) && control_.is_root())
-    write_stop_reason(options_.directory, last                 ? "complete"
-                                          : decision.deadline  ? "deadline"
-                                          : decision.preempted ? fmt::format("signal {}", preemption_signal())
-                                                               : "steps-per-run");
+    write_stop_reason(options_.directory,
+                      last                 ? "complete"
+                      : decision.deadline  ? "deadline"
+                      : decision.preempted ? (preemption_signal() != 0 ? fmt::format("signal {}", preemption_signal())
+                                                                       : std::string("signal"))
+                                           : "steps-per-run");
   return decision;
 }
 

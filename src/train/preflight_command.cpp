@@ -184,19 +184,27 @@ int preflight_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::str
   const std::string checkpoint =
       rank.is_root() ? attempt([&] { return check_checkpoint_dir(config.checkpoint_dir); }, checkpoint_failed) : "";
 
-  // The links, over the backend training would use.
-  const Backend backend =
-      select_gradient_backend(config.backend, choice.cuda_index(), choice.visible_gpus, rank, world);
-  const auto comm = make_gradient_comm(backend, world, choice.cuda_index(), config.collective_timeout);
+  // The links, over the backend training would use; not when a device failed (NCCL could not even
+  // start there), which every rank must know alike.
+  const auto hosts = allgather_strings(world, node_name(rank));
+  std::int64_t device_failed = device.starts_with("FAILED") ? 1 : 0;
+  world.allreduce(&device_failed, 1, DType::I64, ReduceOp::Max);
+  Backend backend = Backend::Mpi;
+  LinkJudgement links;
   LinkTestOptions link;
   link.bytes = static_cast<std::size_t>(options.link_mb * (1 << 20));
   link.slow_rank = options.slow_rank;
-  const auto buffer_options = at::TensorOptions().dtype(at::kByte).device(choice.device);
-  const at::Tensor send = at::ones({static_cast<std::int64_t>(link.bytes)}, buffer_options);
-  at::Tensor recv = at::empty({static_cast<std::int64_t>(link.bytes)}, buffer_options);
-  const auto samples = measure_links(*comm, world, send.data_ptr(), recv.data_ptr(), link);
-  const auto hosts = allgather_strings(world, node_name(rank));
-  const LinkJudgement links = judge_links(samples, hosts, link.bytes, options.slow_below);
+  if (device_failed == 0) {
+    backend = select_gradient_backend(config.backend, choice.cuda_index(), choice.visible_gpus, rank, world);
+    const auto comm = make_gradient_comm(backend, world, choice.cuda_index(), config.collective_timeout);
+    // Host memory for MPI (as training's copies: an MPI need not read GPU memory), device memory for NCCL.
+    const auto buffer_options =
+        at::TensorOptions().dtype(at::kByte).device(comm->uses_device_memory() ? choice.device : at::Device(at::kCPU));
+    const at::Tensor send = at::ones({static_cast<std::int64_t>(link.bytes)}, buffer_options);
+    at::Tensor recv = at::empty({static_cast<std::int64_t>(link.bytes)}, buffer_options);
+    const auto samples = measure_links(*comm, world, send.data_ptr(), recv.data_ptr(), link);
+    links = judge_links(samples, hosts, link.bytes, options.slow_below);
+  }
 
   const auto lines = allgather_strings(
       world, fmt::format("  rank {:<4} {:<12} device {}; files {}", rank.rank, node_name(rank), device, files));
@@ -212,11 +220,13 @@ int preflight_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::str
     for (const auto& line : lines) text += line + "\n";
     text += fmt::format("  checkpoint dir: {}\n", checkpoint);
     const auto gbps = [](double value) { return value > 0 ? fmt::format("{:.2f} GB/s", value) : std::string("none"); };
-    text += fmt::format(
-        "  links ({:g} MiB a transfer): ring median {}, slowest {} from rank {}; pairs median {} within a node, {} "
-        "across nodes\n",
-        options.link_mb, gbps(links.ring_median_gbps), gbps(links.ring_min_gbps), links.ring_min_rank,
-        gbps(links.pair_median_same_host), gbps(links.pair_median_cross_host));
+    if (device_failed != 0) text += "  links: not measured (a device failed)\n";
+    if (device_failed == 0)
+      text += fmt::format(
+          "  links ({:g} MiB a transfer): ring median {}, slowest {} from rank {}; pairs median {} within a node, {} "
+          "across nodes\n",
+          options.link_mb, gbps(links.ring_median_gbps), gbps(links.ring_min_gbps), links.ring_min_rank,
+          gbps(links.pair_median_same_host), gbps(links.pair_median_cross_host));
     for (const auto& l : links.slow)
       text += fmt::format("  slow link: rank {} ({}) - rank {} ({}): {:.3f} GB/s against a median of {:.2f} {}\n", l.a,
                           hosts[l.a], l.b, hosts[l.b], l.gbps, l.median_gbps,

@@ -167,6 +167,17 @@ TEST(IncidentVerdict, ARankThatWroteNothingIsTheOneTheOthersWaitedFor) {
   EXPECT_NE(v.verdict.find("the launcher then ended the job (why)"), std::string::npos) << v.verdict;
 }
 
+TEST(IncidentVerdict, WithdrawnRecordsAreNoIncident) {
+  // A SIGTERM that was a preemption, while the ranks waited in a slow collective: the run then
+  // checkpointed and ended as it should, and each rank withdrew its record.
+  const json withdrawn0 = {{"incident", "r"}, {"rank", 0}, {"withdrawn", true}};
+  const json withdrawn2 = {{"incident", "r"}, {"rank", 2}, {"withdrawn", true}};
+  const auto v = explain_incident({record(0, "signal", 812, 811, "exposed comm"),
+                                   record(2, "signal", 812, 811, "backward"), withdrawn0, withdrawn2});
+  EXPECT_TRUE(v.culprits.empty());
+  EXPECT_EQ(v.verdict.rfind("no incident: every record was withdrawn", 0), 0u) << v.verdict;
+}
+
 TEST(IncidentVerdict, ALateRankIsSlowNotHung) {
   json origin = record(0, "timeout", 812, 811, "exposed comm", {10.0});
   origin["stuck"] = {{"channel", "grad"}, {"seq", 812}, {"what", "allreduce #812"}, {"age_s", 3.0}};

@@ -75,6 +75,9 @@ class IncidentRecorder {
   static bool write(const IncidentReport& report,
                     std::chrono::milliseconds stack_wait = std::chrono::milliseconds(200));
   static bool written();
+  // The run went on after a `signal` record (a SIGTERM that was a preemption, while this rank waited
+  // in a slow collective): appends a line withdrawing it, and lets a later failure write again.
+  static void withdraw_signal_record();
 
   // How this rank asks the others to write theirs: the watchdog installs it (its channel answers even
   // while a rank's main thread is stuck). Returns once they have, or after its bounded wait.

@@ -1,9 +1,9 @@
 // The pre-flight link test (mnddp preflight): bandwidth between ranks over the training backend, in
-// a ring (each rank to the next) and by pairs (rank r with r XOR k, a few k), every pair of a round
-// at once as training would. A link is slow when its bandwidth is under --slow-below times the
-// upper median of its kind (within a host, or between hosts); a rank is blamed when most of its pairs, and
-// at least two (or its only one), are slow: a bad node slows every link it has, a bad cable only one.
-// Torch-free: the caller brings buffers the backend can use (device memory for NCCL).
+// a ring (each rank to the next) and by pairs (rank r with r XOR k, k = 1, 2, 4, ...: the larger k
+// cross nodes), every pair of a round at once as training would, after a pass that connects them. A link is slow when
+// its bandwidth is under --slow-below times the upper median of its kind (within a host, or between hosts); a rank is
+// blamed when most of its pairs, and at least two (or its only one), are slow: a bad node slows every link it has, a
+// bad cable only one. Torch-free: the caller brings buffers the backend can use (device memory for NCCL).
 #pragma once
 
 #include <cstddef>
@@ -19,7 +19,7 @@ namespace mnddp {
 struct LinkTestOptions {
   std::size_t bytes = 16u << 20;  // per transfer
   int repeats = 3;                // transfers per round; the median counts
-  int pair_rounds = 6;            // k = 1..pair_rounds (those with a partner in the world)
+  int pair_rounds = 16;           // hypercube dimensions at most: k = 1, 2, 4, ... below the world size
   int slow_rank = -1;             // testing aid: this rank waits before each of its transfers,
   double slow_delay_s = 0.2;      // at least this long,
   double slow_factor = 10.0;      // and this many times its untimed first transfer
