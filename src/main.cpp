@@ -118,9 +118,7 @@ void record_agreed_error(const Error& e, bool root) {
   report.cause = IncidentCause::Error;
   report.reason = e.what();
   report.exit_code = e.exit_code();
-  if (IncidentRecorder::write(report) && root)
-    std::fprintf(stderr, "mnddp: incident records in '%s' (explain them: mnddp incident %s)\n",
-                 IncidentRecorder::path().c_str(), IncidentRecorder::path().c_str());
+  if (IncidentRecorder::write(report) && root) std::fprintf(stderr, "mnddp: %s\n", IncidentRecorder::pointer().c_str());
 }
 
 // mnddp export --checkpoint X --out model.pt: serial, no MPI needed.

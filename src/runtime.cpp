@@ -113,8 +113,7 @@ void Runtime::abort_all(const std::string& reason, int exit_code) {
   report.exit_code = exit_code;
   if (IncidentRecorder::write(report)) IncidentRecorder::ask_peers(reason, exit_code);
   if (IncidentRecorder::written()) {
-    std::fprintf(stderr, "[%s] mnddp: incident records in '%s' (explain them: mnddp incident %s)\n", identity.c_str(),
-                 IncidentRecorder::path().c_str(), IncidentRecorder::path().c_str());
+    std::fprintf(stderr, "[%s] mnddp: %s\n", identity.c_str(), IncidentRecorder::pointer().c_str());
     std::fflush(stderr);
   }
   for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) {

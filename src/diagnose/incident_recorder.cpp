@@ -189,6 +189,10 @@ void IncidentRecorder::set_device(std::string device) {
 bool IncidentRecorder::enabled() { return g_configured.load(); }
 const std::string& IncidentRecorder::path() { return state().path; }
 bool IncidentRecorder::written() { return g_written.load(); }
+std::string IncidentRecorder::pointer() {
+  return fmt::format("incident records in '{}' (explain them: mnddp incident {})", path(), path());
+}
+
 std::string IncidentRecorder::identity() {
   State& s = state();
   std::lock_guard lock(s.mutex);

@@ -113,9 +113,7 @@ void handle_crash() {
   if (written) IncidentRecorder::ask_peers(reason, report.exit_code);
   std::fprintf(stderr, "[%s] mnddp: fatal: %s\n", IncidentRecorder::identity().c_str(), reason.c_str());
   if (written)
-    std::fprintf(stderr, "[%s] mnddp: incident records in '%s' (explain them: mnddp incident %s)\n",
-                 IncidentRecorder::identity().c_str(), IncidentRecorder::path().c_str(),
-                 IncidentRecorder::path().c_str());
+    std::fprintf(stderr, "[%s] mnddp: %s\n", IncidentRecorder::identity().c_str(), IncidentRecorder::pointer().c_str());
   g_crash_handled.store(true);
 }
 

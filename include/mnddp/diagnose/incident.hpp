@@ -69,6 +69,9 @@ class IncidentRecorder {
   static bool enabled();
   static const std::string& path();
   static std::string identity();  // "rank 3@nodeA"
+  // "incident records in 'incident.jsonl' (explain them: mnddp incident incident.jsonl)": the line
+  // that points the user at the file once this rank has written.
+  static std::string pointer();
 
   // Appends this rank's record: once per process (false when already written, or off). Takes the
   // stacks (at most `stack_wait`) and a lock on the file; safe from any thread but a signal handler.
