@@ -253,6 +253,12 @@ std::vector<OptionSpec> build_table() {
         "BatchNorm statistics over the global batch, like torch.nn.SyncBatchNorm (convnet, resnet*): two small "
         "all-reduces per BatchNorm layer forward, one backward; without it each rank normalises by its own batch",
         Check<bool>{});
+  t.add("zero", &C::zero,
+        "ZeRO stage (docs/ZERO.md): 0 every rank holds the whole optimizer state; 1 each rank keeps and updates "
+        "only its 1/N share of it, and the updated parameters are all-gathered; 2 the gradients are "
+        "reduce-scattered too, so each rank keeps only its share of them",
+        Check<std::int64_t>(
+            [](const std::int64_t& v) { return v >= 0 && v <= 2 ? std::string() : std::string("must be 0, 1 or 2"); }));
   return rows;
 }
 

@@ -127,6 +127,7 @@ struct TrainingConfig {
   GradCompression grad_compression = GradCompression::None;
   bool broadcast_buffers = true;
   bool sync_batch_norm = false;  // BatchNorm statistics over the global batch (SyncBatchNorm2d)
+  std::int64_t zero = 0;         // ZeRO stage: 1 shards the optimizer state, 2 the gradients too
 
   bool operator==(const TrainingConfig&) const = default;
 };

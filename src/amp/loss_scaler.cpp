@@ -3,6 +3,9 @@
 
 #include <ATen/ATen.h>
 
+#include "mnddp/comm/collective_tracker.hpp"
+#include "mnddp/comm/tensor_comm.hpp"
+
 namespace mnddp {
 
 LossScaler::LossScaler(LossScalerOptions options, c10::Device device) : options_(options) {
@@ -17,14 +20,18 @@ at::Tensor LossScaler::scale(const at::Tensor& loss) const {
   return loss * scale_.to(loss.scalar_type());
 }
 
-bool LossScaler::unscale(const std::vector<at::Tensor>& parameters) {
+bool LossScaler::unscale(const std::vector<at::Tensor>& parameters, Communicator* agree_over) {
   if (!options_.enabled) return true;
   std::vector<at::Tensor> grads;
   for (const auto& p : parameters)
     if (p.grad().defined()) grads.push_back(p.grad());
   found_inf_.zero_();
   const at::Tensor inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
-  at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);
+  if (!grads.empty()) at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);
+  if (agree_over != nullptr) {
+    const CollectiveLabel label("fp16 loss scaler: found inf");
+    allreduce(*agree_over, found_inf_, ReduceOp::Max);
+  }
   return found_inf_.item<float>() == 0.0f;  // one host sync per step, as GradScaler.step has
 }
 

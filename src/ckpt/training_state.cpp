@@ -18,6 +18,7 @@
 #include "mnddp/error.hpp"
 #include "mnddp/train/lamb.hpp"
 #include "mnddp/train/lars.hpp"
+#include "mnddp/zero/zero_partition.hpp"
 
 namespace mnddp {
 namespace {
@@ -129,8 +130,11 @@ StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, 
   for (const auto& item : state.model.named_parameters()) add("model/" + item.key(), item.value());
   for (const auto& item : state.model.named_buffers()) add("buffers/" + item.key(), item.value());
 
+  if (state.zero != nullptr)
+    for (const auto& [path, tensor] : state.zero->gather_state(state.optimizer_kind)) add(path, tensor);
   auto& optimizer_state = state.optimizer.state();
   for (const auto& item : state.model.named_parameters()) {
+    if (state.zero != nullptr) break;
     const auto found = optimizer_state.find(item.value().unsafeGetTensorImpl());
     if (found == optimizer_state.end()) continue;  // no step taken yet for this parameter
     const std::string prefix = "optimizer/" + item.key() + "/";
@@ -229,9 +233,12 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
     buffer.copy_(file.require("buffers/" + item.key(), buffer.sizes()));
   }
 
+  if (state.zero != nullptr)
+    state.zero->scatter_state(state.optimizer_kind, [&](const std::string& name) { return file.fetch(name); });
   auto& optimizer_state = state.optimizer.state();
-  optimizer_state.clear();
+  if (state.zero == nullptr) optimizer_state.clear();
   for (const auto& item : state.model.named_parameters()) {
+    if (state.zero != nullptr) break;
     const at::Tensor& param = item.value();
     const std::string prefix = "optimizer/" + item.key() + "/";
     // On the parameter's device and in its layout (a channels-last weight has channels-last state).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <exception>
 
 #include "mnddp/check.hpp"
@@ -36,6 +37,7 @@ bool spin_until(Ready&& ready) {
 }
 
 struct AsyncChannel::Op {
+  AsyncKind kind = AsyncKind::AllReduce;
   void* buffer = nullptr;
   std::size_t count = 0;
   DType dtype = DType::F32;
@@ -91,6 +93,7 @@ AsyncChannel::AsyncChannel(MPI_Comm parent, const std::string& name, ChannelPace
   MNDDP_MPI_CHECK(MPI_Comm_dup(parent, &comm_));
   MNDDP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   MNDDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  MNDDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   thread_ = std::thread([this] { run(); });
 }
 
@@ -106,9 +109,19 @@ AsyncChannel::~AsyncChannel() {
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-std::shared_ptr<CommWork> AsyncChannel::allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) {
+namespace {
+
+const char* kind_name(AsyncKind kind) { return kind == AsyncKind::AllReduce ? "allreduce" : "reduce_scatter"; }
+
+}  // namespace
+
+std::shared_ptr<CommWork> AsyncChannel::submit(AsyncKind kind, void* buffer, std::size_t count, DType dtype,
+                                               ReduceOp op) {
   check_reducible(dtype, op);
+  if (kind == AsyncKind::ReduceScatter && count > kMaxChunk)
+    throw std::invalid_argument("reduce_scatter: the count per rank exceeds the MPI int limit");
   auto queued = std::make_shared<Op>();
+  queued->kind = kind;
   queued->buffer = buffer;
   queued->count = count;
   queued->dtype = dtype;
@@ -117,9 +130,10 @@ std::shared_ptr<CommWork> AsyncChannel::allreduce(void* buffer, std::size_t coun
   {
     std::lock_guard lock(mutex_);
     // Numbered under the queue's lock: sequence numbers follow submission (= execution) order.
-    queued->seq = tracker_.begin("allreduce", count * dtype_size(dtype), queued->label);
-    // One rank: the sum or mean of one buffer is the buffer. Completed here, with no hand-off to the
-    // thread (whose wake-up and spin would cost more than the whole "collective").
+    const std::size_t elements = kind == AsyncKind::ReduceScatter ? count * static_cast<std::size_t>(size_) : count;
+    queued->seq = tracker_.begin(kind_name(kind), elements * dtype_size(dtype), queued->label);
+    // One rank: the sum or mean of one buffer is the buffer (and its one chunk). Completed here, with no hand-off to
+    // the thread (whose wake-up and spin would cost more than the whole "collective").
     if (size_ == 1 && in_flight_ == 0 && !debug_collectives() && !broken_) {
       tracker_.end(queued->seq);
       queued->complete(0.0);
@@ -134,19 +148,23 @@ std::shared_ptr<CommWork> AsyncChannel::allreduce(void* buffer, std::size_t coun
 
 void AsyncChannel::execute(Op& op) {
   const timeline::ScopedSpan span(
-      "comm", timeline::enabled() ? (op.label.empty() ? "allreduce" : op.label) + " (running)" : std::string());
+      "comm", timeline::enabled() ? (op.label.empty() ? kind_name(op.kind) : op.label) + " (running)" : std::string());
   const auto start = Clock::now();
   try {
     if (broken_) std::rethrow_exception(broken_);
-    if (debug_collectives()) check_.verify(comm_, op.seq, "allreduce", op.dtype, op.count, -1, op.label);
+    if (debug_collectives()) check_.verify(comm_, op.seq, kind_name(op.kind), op.dtype, op.count, -1, op.label);
     auto* bytes = static_cast<char*>(op.buffer);
     const std::size_t element = dtype_size(op.dtype);
-    for (std::size_t done = 0; done < op.count; done += kMaxChunk) {
-      const std::size_t n = std::min(kMaxChunk, op.count - done);
-      MNDDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + done * element, static_cast<int>(n), to_mpi(op.dtype),
-                                    reduce_op(op.op, op.dtype), comm_));
+    if (op.kind == AsyncKind::ReduceScatter) {
+      reduce_scatter(op, bytes + static_cast<std::size_t>(rank_) * op.count * element);
+    } else {
+      for (std::size_t done = 0; done < op.count; done += kMaxChunk) {
+        const std::size_t n = std::min(kMaxChunk, op.count - done);
+        MNDDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + done * element, static_cast<int>(n), to_mpi(op.dtype),
+                                      reduce_op(op.op, op.dtype), comm_));
+      }
+      if (op.op == ReduceOp::Avg && size_ > 1) divide_in_place(op.buffer, op.count, op.dtype, size_);
     }
-    if (op.op == ReduceOp::Avg && size_ > 1) divide_in_place(op.buffer, op.count, op.dtype, size_);
     tracker_.end(op.seq);
     op.complete(std::chrono::duration<double>(Clock::now() - start).count());
   } catch (...) {
@@ -154,6 +172,15 @@ void AsyncChannel::execute(Op& op) {
     tracker_.end(op.seq);
     op.complete(std::chrono::duration<double>(Clock::now() - start).count(), broken_);
   }
+}
+
+// MPI_Reduce_scatter_block in place leaves this rank's chunk at the buffer's start; it is moved to
+// the rank's own place (`mine`), where NCCL's in-place reduce-scatter leaves it.
+void AsyncChannel::reduce_scatter(Op& op, char* mine) {
+  MNDDP_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, op.buffer, static_cast<int>(op.count), to_mpi(op.dtype),
+                                           reduce_op(op.op, op.dtype), comm_));
+  if (op.op == ReduceOp::Avg && size_ > 1) divide_in_place(op.buffer, op.count, op.dtype, size_);
+  if (mine != op.buffer) std::memcpy(mine, op.buffer, op.count * dtype_size(op.dtype));
 }
 
 void AsyncChannel::run() {

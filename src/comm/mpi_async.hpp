@@ -19,6 +19,8 @@
 
 namespace mnddp::mpi_detail {
 
+enum class AsyncKind { AllReduce, ReduceScatter };  // Communicator::allreduce_async, reduce_scatter_async
+
 class AsyncChannel {
  public:
   AsyncChannel(MPI_Comm parent, const std::string& name, ChannelPace pace);
@@ -26,16 +28,19 @@ class AsyncChannel {
   AsyncChannel(const AsyncChannel&) = delete;
   AsyncChannel& operator=(const AsyncChannel&) = delete;
 
-  std::shared_ptr<CommWork> allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op);
+  // Queues one collective over `buffer` (in place; see the Communicator's calls of the same kind).
+  std::shared_ptr<CommWork> submit(AsyncKind kind, void* buffer, std::size_t count, DType dtype, ReduceOp op);
 
   struct Op;  // one queued collective (public for the Work that waits on it)
 
  private:
   void run();
   void execute(Op& op);
+  void reduce_scatter(Op& op, char* mine);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int size_ = 1;
+  int rank_ = 0;
   std::mutex mutex_;
   std::condition_variable wake_;  // the thread: new work or stop
   std::deque<std::shared_ptr<Op>> queued_;

@@ -76,7 +76,13 @@ void MpiComm::allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp o
 std::shared_ptr<CommWork> MpiComm::allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
                                                    void* /*producer_stream: host memory is ready on return*/) {
   ++collectives_;
-  return async_->allreduce(buffer, count, dtype, op);
+  return async_->submit(mpi_detail::AsyncKind::AllReduce, buffer, count, dtype, op);
+}
+
+std::shared_ptr<CommWork> MpiComm::reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
+                                                        void* /*producer_stream*/) {
+  ++collectives_;
+  return async_->submit(mpi_detail::AsyncKind::ReduceScatter, buffer, count, dtype, op);
 }
 
 void MpiComm::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
@@ -92,8 +98,10 @@ void MpiComm::broadcast(void* buffer, std::size_t count, DType dtype, int root) 
 void MpiComm::allgather(const void* send, void* recv, std::size_t count, DType dtype) {
   const CollectiveScope scope = enter("allgather", count, dtype);
   if (count > kMaxChunk) throw std::invalid_argument("allgather: count exceeds the MPI int limit");
-  MNDDP_MPI_CHECK(
-      MPI_Allgather(send, static_cast<int>(count), to_mpi(dtype), recv, static_cast<int>(count), to_mpi(dtype), comm_));
+  const bool in_place =
+      send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank_) * count * dtype_size(dtype);
+  MNDDP_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send, static_cast<int>(count), to_mpi(dtype), recv,
+                                static_cast<int>(count), to_mpi(dtype), comm_));
 }
 
 void MpiComm::send_receive(const void* send, int to, void* recv, int from, std::size_t bytes) {

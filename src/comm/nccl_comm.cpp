@@ -229,6 +229,22 @@ std::shared_ptr<CommWork> NcclComm::allreduce_async(void* buffer, std::size_t co
   return std::make_shared<NcclWork>(*this, done, [this, seq] { tracker_.end(seq); });
 }
 
+std::shared_ptr<CommWork> NcclComm::reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
+                                                         void* producer_stream) {
+  MNDDP_CUDA_CHECK(cudaSetDevice(device_));
+  auto done = std::make_shared<SharedEvent>();
+  const std::size_t bytes = count * dtype_size(dtype);
+  const std::uint64_t seq =
+      track("reduce_scatter", bytes * static_cast<std::size_t>(size_), [done] { return done->done(); });
+  fence(static_cast<cudaStream_t>(producer_stream), handles_->stream);
+  // In place: NCCL's result lands in this rank's own chunk of the buffer.
+  void* mine = static_cast<char*>(buffer) + static_cast<std::size_t>(rank_) * bytes;
+  MNDDP_NCCL_CHECK(
+      ncclReduceScatter(buffer, mine, count, to_nccl(dtype), to_nccl(op), handles_->comm, handles_->stream));
+  done->record(handles_->stream);
+  return std::make_shared<NcclWork>(*this, done, [this, seq] { tracker_.end(seq); });
+}
+
 void NcclComm::allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) {
   allreduce_async(buffer, count, dtype, op, nullptr)->wait(nullptr);
 }

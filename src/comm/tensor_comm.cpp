@@ -86,6 +86,37 @@ std::shared_ptr<CommWork> allreduce_async(Communicator& comm, at::Tensor& tensor
                               to_comm_dtype(tensor.scalar_type()), op, producer_stream);
 }
 
+namespace {
+
+std::size_t chunk_of(const Communicator& comm, const at::Tensor& tensor) {
+  if (tensor.numel() % comm.size() != 0)
+    throw std::invalid_argument(
+        fmt::format("communicator: {} elements do not split into {} equal chunks", tensor.numel(), comm.size()));
+  return static_cast<std::size_t>(tensor.numel() / comm.size());
+}
+
+}  // namespace
+
+std::shared_ptr<CommWork> reduce_scatter_async(Communicator& comm, at::Tensor& tensor, ReduceOp op,
+                                               void* producer_stream) {
+  require_comm_memory(comm, tensor);
+  if (!comm.uses_device_memory() && !tensor.device().is_cpu())
+    throw std::invalid_argument(
+        "communicator: an asynchronous reduce-scatter on a host communicator needs a CPU tensor");
+  const TensorCall marked;
+  return comm.reduce_scatter_async(tensor.data_ptr(), chunk_of(comm, tensor), to_comm_dtype(tensor.scalar_type()), op,
+                                   producer_stream);
+}
+
+void allgather_in_place(Communicator& comm, at::Tensor& tensor) {
+  const std::size_t chunk = chunk_of(comm, tensor);
+  in_comm_memory(comm, tensor, [&](at::Tensor& t) {
+    auto* base = static_cast<char*>(t.data_ptr());
+    const std::size_t bytes = chunk * t.element_size();
+    comm.allgather(base + static_cast<std::size_t>(comm.rank()) * bytes, base, chunk, to_comm_dtype(t.scalar_type()));
+  });
+}
+
 void* current_stream_of(const at::Tensor& tensor) {
   if (!tensor.is_cuda()) return nullptr;
   return c10::impl::getDeviceGuardImpl(c10::kCUDA)->getStream(tensor.device()).native_handle();

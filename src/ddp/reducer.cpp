@@ -8,8 +8,6 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include <unordered_set>
-
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
@@ -46,21 +44,6 @@ at::ScalarType wire_type(GradCompression compression, at::ScalarType param_type)
   return param_type;
 }
 
-// Every autograd node reachable from `root` (the loss's graph).
-std::unordered_set<const torch::autograd::Node*> reachable_nodes(const at::Tensor& root) {
-  std::unordered_set<const torch::autograd::Node*> seen;
-  std::vector<torch::autograd::Node*> stack;
-  if (root.defined() && root.grad_fn()) stack.push_back(root.grad_fn().get());
-  while (!stack.empty()) {
-    torch::autograd::Node* node = stack.back();
-    stack.pop_back();
-    if (!seen.insert(node).second) continue;
-    for (const auto& edge : node->next_edges())
-      if (edge.function) stack.push_back(edge.function.get());
-  }
-  return seen;
-}
-
 // A parameter's slot of its bucket, laid out as the parameter is (as PyTorch's reducer does): a
 // channels-last weight gets a channels-last gradient. The slot's bytes are that layout's dense
 // memory; every rank builds the same model, so the same bytes mean the same elements everywhere.
@@ -74,7 +57,8 @@ at::Tensor slot_view(const at::Tensor& flat, std::size_t offset, const at::Tenso
 
 struct Reducer::Bucket {
   std::vector<std::size_t> members;
-  at::Tensor flat;  // every member's gradient, in the wire dtype, on the communicator's side
+  at::Tensor flat;     // every member's gradient, in the wire dtype, on the communicator's side
+  at::Tensor storage;  // shard_gradients: the pooled buffer `flat` is the front of, while in use
   std::size_t pending = 0;
   std::shared_ptr<CommWork> work;
   std::string label;       // "gradient bucket 2 (first: fc.weight)", for the watchdog and the desync check
@@ -108,7 +92,8 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
   // One rank, no compression: the mean over ranks is each gradient itself, so there is nothing to
   // stage, reduce or copy back, and autograd's gradients stay where it put them (as torch's
   // zero_grad(set_to_none) leaves them: no fill, no accumulation pass, no copy).
-  solo_ = comm_.size() == 1 && options_.compression == GradCompression::None;
+  solo_ = comm_.size() == 1 && options_.compression == GradCompression::None && !options_.shard_gradients;
+  std::vector<at::TensorOptions> wire_options, kept_options;
 
   bucket_of_.resize(params_.size());
   slot_of_.resize(params_.size());
@@ -127,12 +112,22 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
     const bool device_side = comm_.uses_device_memory() || first.device().is_cpu();
     auto buffer_options = at::TensorOptions().dtype(type).device(device_side ? first.device() : at::Device(at::kCPU));
     if (!device_side) buffer_options = buffer_options.pinned_memory(true);
-    if (!solo_) bucket->flat = at::zeros({elements}, buffer_options);
+    if (!solo_ && !options_.shard_gradients) bucket->flat = at::zeros({elements}, buffer_options);
     // Half-precision buckets are divided before the sum so that it cannot overflow.
     bucket->prescaled = !options_.loss_prescaled && (type == at::kBFloat16 || type == at::kHalf);
-    bucket->grads_are_views = device_side && type == first.scalar_type();
+    // Sharded buckets come and go, so gradients cannot live in them.
+    bucket->grads_are_views = device_side && type == first.scalar_type() && !options_.shard_gradients;
+    wire_options.push_back(buffer_options);
+    kept_options.push_back(first.options());
     buckets_.push_back(std::move(bucket));
   }
+  if (options_.shard_gradients) {
+    std::vector<std::int64_t> numel;
+    for (const auto& p : params_) numel.push_back(p.numel());
+    shards_ = std::make_unique<GradientShards>(ShardLayout(plan_, numel, comm_.size()), comm_.rank(),
+                                               std::move(wire_options), std::move(kept_options));
+  }
+  unused_everywhere_.assign(params_.size(), false);
 
   ready_.assign(params_.size(), false);
   locally_used_.assign(params_.size(), false);
@@ -182,6 +177,7 @@ void Reducer::set_sync(bool enabled) {
 void Reducer::begin_step() {
   step_active_ = true;
   next_launch_ = 0;
+  next_release_ = 0;
   std::fill(ready_.begin(), ready_.end(), false);
   for (auto& bucket : buckets_) {
     bucket->pending = bucket->members.size();
@@ -195,14 +191,7 @@ void Reducer::prepare_for_backward(const at::Tensor& loss) {
   if (!sync_ || solo_) return;
   begin_step();
   if (!options_.find_unused_parameters) return;
-  const auto used = reachable_nodes(loss);
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const auto* accumulator = static_cast<const torch::autograd::Node*>(accumulators_[i].get());
-    if (used.count(accumulator) == 0) {
-      ready_[i] = true;
-      stage_current_gradient(i);  // what earlier no_sync micro-steps accumulated, if anything
-    }
-  }
+  mark_unreached_ready(loss);
   launch_complete_buckets();
 }
 
@@ -232,6 +221,10 @@ void Reducer::stage_current_gradient(std::size_t index) {
 void Reducer::stage_gradient(std::size_t index, const at::Tensor* grad) {
   Bucket& bucket = *buckets_[bucket_of_[index]];
   at::Tensor& param = params_[index];
+  if (shards_ && !bucket.flat.defined()) {
+    bucket.storage = shards_->acquire(bucket_of_[index]);
+    bucket.flat = bucket.storage.narrow(0, 0, shards_->layout().padded(bucket_of_[index]));
+  }
   at::Tensor slot = slot_view(bucket.flat, slot_of_[index], param);
   const bool already_there = grad != nullptr && bucket.grads_are_views && grad->data_ptr() == slot.data_ptr() &&
                              grad->strides() == slot.strides();
@@ -244,6 +237,8 @@ void Reducer::stage_gradient(std::size_t index, const at::Tensor* grad) {
     }
     if (bucket.grads_are_views) param.mutable_grad() = slot;
   }
+  // ZeRO-2: the full gradient is in the bucket now; the rank keeps only its shard of the sum.
+  if (shards_) param.mutable_grad() = at::Tensor();
   --bucket.pending;
 }
 
@@ -251,6 +246,19 @@ void Reducer::stage_gradient(std::size_t index, const at::Tensor* grad) {
 // when its gradients become ready in a different order.
 void Reducer::launch_complete_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) launch(*buckets_[next_launch_++]);
+  if (shards_) release_finished_buckets(/*wait=*/false);
+}
+
+void Reducer::release_finished_buckets(bool wait) {
+  while (next_release_ < next_launch_) {
+    Bucket& bucket = *buckets_[next_release_];
+    if (!wait && !bucket.work->is_completed()) return;  // in order: the channel runs them in order
+    bucket.work->wait(current_stream_of(bucket.flat));
+    shards_->keep_chunk_and_release(next_release_, bucket.flat, std::move(bucket.storage));
+    bucket.flat = at::Tensor();
+    bucket.storage = at::Tensor();
+    ++next_release_;
+  }
 }
 
 void Reducer::launch(Bucket& bucket) {
@@ -263,8 +271,9 @@ void Reducer::launch(Bucket& bucket) {
     bucket.label = fmt::format("gradient bucket {} (first: {})", index, names_[bucket.members.front()]);
   }
   const CollectiveLabel label(bucket.label);
-  bucket.work = allreduce_async(
-      comm_, bucket.flat, bucket.prescaled || options_.loss_prescaled ? ReduceOp::Sum : ReduceOp::Avg, producer_stream);
+  const ReduceOp op = bucket.prescaled || options_.loss_prescaled ? ReduceOp::Sum : ReduceOp::Avg;
+  bucket.work = shards_ ? reduce_scatter_async(comm_, bucket.flat, op, producer_stream)
+                        : allreduce_async(comm_, bucket.flat, op, producer_stream);
   if (step_active_) ++stats_.buckets_launched_in_backward;
   if (&bucket == buckets_.front().get()) stats_.first_bucket_ready = Clock::now();
 }
@@ -291,16 +300,21 @@ void Reducer::finalize() {
   const auto wait_start = Clock::now();
   // The parameters' device, named: the calling thread's current device need not be theirs.
   void* consumer_stream = current_stream_of(params_.front());
-  for (auto& bucket : buckets_) bucket->work->wait(consumer_stream);
+  if (shards_) {
+    release_finished_buckets(/*wait=*/true);
+  } else {
+    for (auto& bucket : buckets_) bucket->work->wait(consumer_stream);
+  }
   // After every bucket, in the same order on every rank.
   const std::vector<bool> unused_everywhere =
       options_.find_unused_parameters ? globally_unused() : std::vector<bool>(params_.size(), false);
+  unused_everywhere_ = unused_everywhere;
   const auto done = Clock::now();  // all buckets complete
   stats_.finalize_wait_s = std::chrono::duration<double>(done - wait_start).count();
   stats_.comm_s = 0.0;
   for (auto& bucket : buckets_) stats_.comm_s += bucket->work->busy_seconds();
 
-  for (std::size_t i = 0; i < params_.size(); ++i) {
+  for (std::size_t i = 0; i < params_.size() && !shards_; ++i) {
     Bucket& bucket = *buckets_[bucket_of_[i]];
     at::Tensor& param = params_[i];
     // No rank used it: no gradient at all, so the optimizer leaves it (and its state) alone.
@@ -315,52 +329,6 @@ void Reducer::finalize() {
   }
   for (auto& bucket : buckets_) bucket->work.reset();
   std::fill(locally_used_.begin(), locally_used_.end(), false);
-}
-
-void Reducer::finalize_alone() {
-  stats_ = ReducerStats{};
-  std::size_t missing = 0;
-  std::size_t first_missing = 0;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    if (locally_used_[i]) continue;
-    at::Tensor& param = params_[i];
-    // The same outcomes as on N ranks: no gradient where no rank used the parameter
-    // (find_unused_parameters), else whatever it holds, or zeros.
-    if (options_.find_unused_parameters) {
-      param.mutable_grad() = at::Tensor();
-      continue;
-    }
-    if (missing++ == 0) first_missing = i;
-    if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
-  }
-  if (missing > 0) warn_missing_once(first_missing, missing);
-  std::fill(locally_used_.begin(), locally_used_.end(), false);
-}
-
-void Reducer::warn_missing_once(std::size_t first, std::size_t count) {
-  if (warned_missing_) return;
-  warned_missing_ = true;
-  spdlog::warn(
-      "DDP: parameter '{}' (and {} more) got no gradient in this backward pass; it is averaged as zero. "
-      "--find-unused-parameters lets such buckets start during backward",
-      names_[first], count - 1);
-}
-
-std::vector<bool> Reducer::globally_unused() {
-  {
-    at::NoGradGuard no_grad;
-    at::Tensor local = at::empty({static_cast<std::int64_t>(params_.size())}, at::kInt);
-    auto* flags = local.data_ptr<std::int32_t>();
-    for (std::size_t i = 0; i < params_.size(); ++i) flags[i] = locally_used_[i] ? 1 : 0;
-    used_map_.copy_(local);
-  }
-  const CollectiveLabel label("unused-parameter map");
-  allreduce(comm_, used_map_, ReduceOp::Max);
-  const at::Tensor global = used_map_.to(at::kCPU);
-  const auto* used = global.data_ptr<std::int32_t>();
-  std::vector<bool> unused(params_.size());
-  for (std::size_t i = 0; i < params_.size(); ++i) unused[i] = used[i] == 0;
-  return unused;
 }
 
 }  // namespace mnddp

@@ -60,7 +60,10 @@ at::Tensor Lamb::step(LossClosure closure) {
       exp_avgs.push_back(state.exp_avg());
       exp_avg_sqs.push_back(state.exp_avg_sq());
     }
-    if (params.empty()) continue;
+    if (params.empty()) {
+      if (options.adapt()) join_norms_without_tensors(2);
+      continue;
+    }
 
     at::_foreach_mul_(exp_avgs, options.beta1());
     at::_foreach_add_(exp_avgs, grads, 1.0 - options.beta1());
@@ -75,8 +78,8 @@ at::Tensor Lamb::step(LossClosure closure) {
     if (options.weight_decay() != 0.0) at::_foreach_add_(update, params, options.weight_decay());
     if (options.adapt()) {
       // All ratios at once, on the device: no norm travels to the host.
-      const at::Tensor w_norm = at::stack(at::_foreach_norm(params));
-      const at::Tensor r_norm = at::stack(at::_foreach_norm(update));
+      const at::Tensor w_norm = norms_of(params, params);
+      const at::Tensor r_norm = norms_of(params, update);
       const at::Tensor ratio = at::where(w_norm.gt(0).logical_and(r_norm.gt(0)), w_norm.div(r_norm), 1.0);
       at::_foreach_mul_(update, ratio.unbind(0));
     }

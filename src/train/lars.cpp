@@ -49,14 +49,17 @@ at::Tensor Lars::step(LossClosure closure) {
       grads.push_back(param.grad());
       buffers.push_back(static_cast<LarsParamState&>(*slot).momentum_buffer());
     }
-    if (params.empty()) continue;
+    if (params.empty()) {
+      if (options.adapt()) join_norms_without_tensors(2);
+      continue;
+    }
 
     const double decay = options.weight_decay();
     std::vector<at::Tensor> update = decay != 0.0 ? at::_foreach_add(grads, params, decay) : grads;
     if (options.adapt()) {
       // All ratios at once, on the device: no norm travels to the host.
-      const at::Tensor w_norm = at::stack(at::_foreach_norm(params));
-      const at::Tensor g_norm = at::stack(at::_foreach_norm(grads));
+      const at::Tensor w_norm = norms_of(params, params);
+      const at::Tensor g_norm = norms_of(params, grads);
       const at::Tensor trusted = w_norm.mul(options.eta()).div(g_norm.add(w_norm, decay).add(options.eps()));
       const at::Tensor ratio = at::where(w_norm.gt(0).logical_and(g_norm.gt(0)), trusted, 1.0);
       update = at::_foreach_mul(update, ratio.unbind(0));

@@ -92,6 +92,7 @@ DdpOptions ddp_options(const TrainingConfig& config) {
   options.reducer.find_unused_parameters = config.find_unused_parameters;
   options.reducer.compression = config.grad_compression;
   options.reducer.loss_prescaled = true;  // backward runs on ddp.scale_loss(loss): no division pass
+  options.reducer.shard_gradients = config.zero >= 2;
   return options;
 }
 

@@ -71,6 +71,10 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
         "--no-decay-norm-bias)",
         choice_name(config.optimizer), adaptive ? " and trust ratio" : "", groups.decay.size(), values_in(groups.decay),
         groups.no_decay.size(), values_in(groups.no_decay));
+  return make_optimizer(config, groups);
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingConfig& config, const ParameterGroups& groups) {
   switch (config.optimizer) {
     case OptimizerKind::Sgd: {
       if (config.nesterov && config.momentum <= 0.0)

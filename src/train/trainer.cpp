@@ -224,6 +224,7 @@ double Trainer::forward_backward(const DeviceBatch& batch, std::int64_t step, bo
 
 void Trainer::apply_gradients(std::int64_t step, double step_loss) {
   TrainingRun& r = *run_;
+  if (r.zero) return apply_sharded_gradients(step, step_loss);
   // Gradients are identical on every rank now, so every rank takes (or skips) the same step.
   const bool check = !r.scaler->enabled();
   // --on-nonfinite abort with host SGD or AdamW: the optimizer's one pass reads every gradient anyway
@@ -240,6 +241,28 @@ void Trainer::apply_gradients(std::int64_t step, double step_loss) {
     r.optimizer->step();
     if (checking_optimizer != nullptr && checking_optimizer->nonfinite_seen())
       nonfinite_gradients_found(step, step_loss, r.config.on_nonfinite, r.control);  // throws
+  } else {
+    ++r.skipped_steps;
+    spdlog::warn("step {}: inf/NaN gradients under fp16 loss scale {}; step skipped", step, r.scaler->current_scale());
+  }
+  r.scaler->update();
+  if (r.faults.drifts_replica(step)) flip_mantissa_bit(r.model->parameters().front());
+}
+
+// --zero 1|2: the same policy over this rank's pieces, with every verdict (finite, overflow) and the
+// clipping norm made collective; the step updates the pieces, and the all-gather the replicas.
+void Trainer::apply_sharded_gradients(std::int64_t step, double step_loss) {
+  TrainingRun& r = *run_;
+  ZeroPartition& zero = *r.zero;
+  const std::vector<at::Tensor>& pieces = zero.bind_gradients();
+  if (!r.scaler->enabled() && !zero.gradients_finite()) {
+    nonfinite_gradients_found(step, step_loss, r.config.on_nonfinite, r.control);  // throws for abort
+    ++r.skipped_steps;
+    r.ddp->zero_grad();
+  } else if (r.scaler->unscale(pieces, r.gradient_comm.get())) {
+    if (r.config.grad_clip > 0.0) zero.clip_grad_norm(r.config.grad_clip);
+    r.optimizer->step();
+    zero.all_gather_parameters();
   } else {
     ++r.skipped_steps;
     spdlog::warn("step {}: inf/NaN gradients under fp16 loss scale {}; step skipped", step, r.scaler->current_scale());

@@ -25,6 +25,7 @@
 #include "mnddp/train/module_options.hpp"
 #include "mnddp/train/trainer.hpp"
 #include "mnddp/train/training_log.hpp"
+#include "mnddp/zero/zero_partition.hpp"
 
 namespace mnddp {
 
@@ -54,6 +55,7 @@ struct TrainingRun {
   std::unique_ptr<Task> task;  // what the model's output means: loss and metrics
   std::shared_ptr<Model> model;
   std::unique_ptr<DistributedDataParallel> ddp;
+  std::unique_ptr<ZeroPartition> zero;  // --zero 1|2: this rank's pieces, which `optimizer` steps
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<LossScaler> scaler;    // enabled for --amp fp16
   std::unique_ptr<Evaluator> evaluator;  // with --val-data
@@ -67,8 +69,8 @@ struct TrainingRun {
   std::int64_t samples_per_step() const { return config.batch_size * config.grad_accum_steps * rank.world_size; }
 
   TrainingStateRefs state_refs() {
-    return TrainingStateRefs{*model,  *optimizer,    config.optimizer,
-                             *scaler, device.device, data.train_index.sample_shape};
+    return TrainingStateRefs{
+        *model, *optimizer, config.optimizer, *scaler, device.device, data.train_index.sample_shape, zero.get()};
   }
 };
 

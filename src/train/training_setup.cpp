@@ -187,6 +187,24 @@ void add_observers(TrainingRun& r) {
   r.observers.add(std::move(summary));
 }
 
+// --zero 0: the optimizer over the whole model. --zero 1|2: over this rank's pieces of it, with the
+// state bytes per rank logged (they fall as 1/N).
+void make_sharded_or_whole_optimizer(TrainingRun& r) {
+  const TrainingConfig& config = r.config;
+  if (config.zero == 0) {
+    r.optimizer = make_optimizer(config, r.model->named_parameters());
+    return;
+  }
+  r.zero = std::make_unique<ZeroPartition>(static_cast<int>(config.zero), r.ddp->reducer(), *r.gradient_comm);
+  r.optimizer = make_optimizer(config, r.zero->parameter_groups(effective_no_decay_norm_bias(config)));
+  r.zero->attach(*r.optimizer);
+  const auto mib = [](std::int64_t elements) { return static_cast<double>(elements) * 4.0 / (1024.0 * 1024.0); };
+  spdlog::info("--zero {}: optimizer state {:.2f} MiB on this rank ({:.2f} MiB for the whole model, over {} ranks){}",
+               config.zero, mib(r.zero->state_elements(config.optimizer, config.momentum)),
+               mib(r.zero->state_elements_unsharded(config.optimizer, config.momentum)), r.rank.world_size,
+               config.zero >= 2 ? "; gradients reduce-scattered" : "");
+}
+
 }  // namespace
 
 std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const RankInfo& rank, MpiComm& control,
@@ -214,7 +232,7 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const
   startup.mark(r.backend == Backend::Nccl ? "NCCL init" : "gradient communicator");
   r.ddp = std::make_unique<DistributedDataParallel>(r.model, control, *r.gradient_comm, ddp_options(config));
   startup.mark("DDP broadcast");
-  on_all_then_agree(control, [&] { r.optimizer = make_optimizer(config, r.model->named_parameters()); });
+  on_all_then_agree(control, [&] { make_sharded_or_whole_optimizer(r); });
   r.scaler = std::make_unique<LossScaler>(scaler_options(config), r.device.device);
   // The checkpoints record what the data decided (the vocabulary, the context), so `mnddp eval`
   // rebuilds the same model from the validation data alone.

@@ -93,6 +93,30 @@ TEST_F(MpiCommTest, Allgather) {
   for (int i = 0; i < n; ++i) EXPECT_EQ(all[static_cast<std::size_t>(i)], 10 * i);
 }
 
+TEST_F(MpiCommTest, AllgatherInPlace) {
+  std::vector<std::int32_t> all(static_cast<std::size_t>(3 * n), -1);
+  for (int i = 0; i < 3; ++i) all[static_cast<std::size_t>(3 * r + i)] = 100 * r + i;
+  comm.allgather(all.data() + 3 * r, all.data(), 3, DType::I32);
+  for (int q = 0; q < n; ++q)
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(all[static_cast<std::size_t>(3 * q + i)], 100 * q + i);
+}
+
+// Rank q puts q + c into every element of chunk c: chunk r then sums to n(n-1)/2 + n r on rank r,
+// and lands in rank r's own chunk (where NCCL's in-place reduce-scatter puts it).
+TEST_F(MpiCommTest, ReduceScatterLeavesEachRankItsOwnChunk) {
+  const std::size_t chunk = 5;
+  std::vector<float> buffer(chunk * static_cast<std::size_t>(n));
+  for (int c = 0; c < n; ++c)
+    for (std::size_t i = 0; i < chunk; ++i) buffer[static_cast<std::size_t>(c) * chunk + i] = static_cast<float>(r + c);
+  comm.reduce_scatter_async(buffer.data(), chunk, DType::F32, ReduceOp::Sum)->wait();
+  for (std::size_t i = 0; i < chunk; ++i)
+    EXPECT_EQ(buffer[static_cast<std::size_t>(r) * chunk + i], n * (n - 1) / 2.0f + static_cast<float>(n * r));
+
+  std::vector<std::uint16_t> half(chunk * static_cast<std::size_t>(n), to_bf16(static_cast<float>(2 * (r + 1))));
+  comm.reduce_scatter_async(half.data(), chunk, DType::BF16, ReduceOp::Avg)->wait();
+  EXPECT_EQ(from_bf16(half[static_cast<std::size_t>(r) * chunk]), static_cast<float>(n + 1));
+}
+
 TEST_F(MpiCommTest, StringHelpers) {
   std::string text = r == 0 ? "from rank zero" : "";
   broadcast_string(comm, text, 0);

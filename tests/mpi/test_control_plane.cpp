@@ -52,6 +52,11 @@ class GradientPlaneRecorder final : public Communicator {
     record("allreduce_async", count, dtype);
     return inner_->allreduce_async(buffer, count, dtype, op, producer_stream);
   }
+  std::shared_ptr<CommWork> reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
+                                                 void* producer_stream) override {
+    record("reduce_scatter_async", count, dtype);
+    return inner_->reduce_scatter_async(buffer, count, dtype, op, producer_stream);
+  }
 
   std::vector<std::string> violations() const {
     std::lock_guard lock(mutex_);

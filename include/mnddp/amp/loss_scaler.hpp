@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "mnddp/comm/communicator.hpp"
+
 namespace mnddp {
 
 struct LossScalerOptions {
@@ -28,7 +30,9 @@ class LossScaler {
   at::Tensor scale(const at::Tensor& loss) const;
   // Divides the gradients by the scale in place and returns whether all are finite. Called on the
   // all-reduced gradients, which are identical on every rank, so every rank gets the same answer.
-  bool unscale(const std::vector<at::Tensor>& parameters);
+  // Under ZeRO each rank holds different gradients (its pieces): `agree_over` then makes the verdict
+  // (and the scale's next update) every rank's, by one all-reduce of the found-inf flag.
+  bool unscale(const std::vector<at::Tensor>& parameters, Communicator* agree_over = nullptr);
   // After the step (taken or skipped): halve on overflow, grow after enough clean steps.
   void update();
   double current_scale() const;

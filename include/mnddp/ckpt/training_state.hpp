@@ -32,6 +32,8 @@ struct TrainingPosition {
   std::int64_t interval_steps = 0;
 };
 
+class ZeroPartition;
+
 struct TrainingStateRefs {
   torch::nn::Module& model;
   torch::optim::Optimizer& optimizer;
@@ -39,6 +41,9 @@ struct TrainingStateRefs {
   LossScaler& scaler;
   c10::Device device;
   std::vector<std::int64_t> sample_shape;  // stored so readers can rebuild the model (load_checkpoint.py)
+  // --zero 1|2: the optimizer holds this rank's pieces only; the state goes through the partition,
+  // which stores and restores the same whole per-parameter arrays as --zero 0.
+  ZeroPartition* zero = nullptr;
 };
 
 // A checkpoint's content, copied to host memory at a step boundary: training may go on while it is

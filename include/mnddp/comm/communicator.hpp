@@ -41,7 +41,8 @@ class Communicator {
   // In place: every rank ends with op over all ranks' `count` elements. Avg divides by size().
   virtual void allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) = 0;
   virtual void broadcast(void* buffer, std::size_t count, DType dtype, int root) = 0;
-  // `recv` holds size() * count elements, rank r's contribution at offset r * count.
+  // `recv` holds size() * count elements, rank r's contribution at offset r * count. In place when
+  // `send` is `recv`'s own slot (recv + rank() * count elements).
   virtual void allgather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
   virtual void barrier() = 0;
   // Sends `bytes` to rank `to` while receiving as many from rank `from` (the pre-flight link test,
@@ -54,6 +55,11 @@ class Communicator {
   // after the work already queued on `producer_stream` (a cudaStream_t).
   virtual std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
                                                     void* producer_stream = nullptr) = 0;
+  // Starts an in-place reduce-scatter, on the same channel and in the same order as allreduce_async:
+  // `buffer` holds size() * count elements; once complete, elements [rank() * count, (rank() + 1) *
+  // count) hold op over every rank's elements at that place, and the rest of the buffer is undefined.
+  virtual std::shared_ptr<CommWork> reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
+                                                         void* producer_stream = nullptr) = 0;
   // True when buffers must live in GPU memory (NCCL); false for host memory (MPI).
   virtual bool uses_device_memory() const { return false; }
 

@@ -61,6 +61,8 @@ class MpiComm final : public Communicator {
   ClockSync synchronise_clocks(int rounds = 8);
   std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
                                             void* producer_stream = nullptr) override;
+  std::shared_ptr<CommWork> reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
+                                                 void* producer_stream = nullptr) override;
   std::uint64_t collective_count() const override { return collectives_; }
 
  private:

@@ -41,6 +41,8 @@ class NcclComm final : public Communicator {
   void barrier() override;
   std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
                                             void* producer_stream = nullptr) override;
+  std::shared_ptr<CommWork> reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
+                                                 void* producer_stream = nullptr) override;
   std::uint64_t collective_count() const override { return collectives_; }
 
   // ncclCommAbort: for the abort path (Runtime::abort_all); safe to call once from any thread.

@@ -20,6 +20,12 @@ void broadcast(Communicator& comm, at::Tensor& tensor, int root);
 // host communicator, CUDA for a device one): nothing can be staged while it is in flight.
 std::shared_ptr<CommWork> allreduce_async(Communicator& comm, at::Tensor& tensor, ReduceOp op,
                                           void* producer_stream = nullptr);
+// Starts an in-place reduce-scatter of `tensor` (size() equal chunks, in the communicator's memory,
+// like allreduce_async): chunk r ends holding op over every rank's chunk r on rank r.
+std::shared_ptr<CommWork> reduce_scatter_async(Communicator& comm, at::Tensor& tensor, ReduceOp op,
+                                               void* producer_stream = nullptr);
+// In place: `tensor` holds size() equal chunks; every rank's own chunk reaches every rank.
+void allgather_in_place(Communicator& comm, at::Tensor& tensor);
 
 // The cudaStream_t of torch's current stream on a CUDA tensor's device, for ordering a collective
 // after the work queued there (producer) or making the stream wait for it (consumer); nullptr for a

@@ -18,6 +18,7 @@
 #include "mnddp/choices.hpp"
 #include "mnddp/comm/communicator.hpp"
 #include "mnddp/ddp/bucketing.hpp"
+#include "mnddp/ddp/gradient_shards.hpp"
 
 namespace mnddp {
 
@@ -33,6 +34,10 @@ struct ReducerOptions {
   // The caller multiplied the loss by 1/world_size (DistributedDataParallel::scale_loss), so the
   // gradients arrive pre-divided and buckets are summed: one pass over the gradients less per step.
   bool loss_prescaled = false;
+  // ZeRO-2 (--zero 2): each bucket is reduce-scattered instead of all-reduced, and a rank keeps only
+  // its chunk of it (shards()); parameters hold no gradient after finalize(). Bucket buffers exist
+  // only while their collective runs (gradient_shards.hpp).
+  bool shard_gradients = false;
 };
 
 // Timings of the last synchronised step, for benchmarks and the log.
@@ -71,6 +76,14 @@ class Reducer {
   bool sync_enabled() const { return sync_; }
 
   const std::vector<std::vector<std::size_t>>& bucket_members() const { return plan_; }
+  // The parameters it reduces (the trainable ones, in registration order) and their names.
+  const std::vector<at::Tensor>& parameters() const { return params_; }
+  const std::vector<std::string>& names() const { return names_; }
+  // shard_gradients: this rank's chunks of the averaged gradients; nullptr otherwise.
+  const GradientShards* shards() const { return shards_.get(); }
+  // After finalize(): whether no rank used parameter `index` since the previous synchronised step
+  // (find_unused_parameters), so that it has no gradient and the optimizer leaves it alone.
+  bool unused_everywhere(std::size_t index) const { return unused_everywhere_[index]; }
   const ReducerStats& last_stats() const { return stats_; }
 
   // Called by the gradient-accumulator hooks.
@@ -83,6 +96,8 @@ class Reducer {
   // Stages the gradient the parameter holds now (from this or earlier no_sync backward passes), or
   // zeros when it holds none.
   void stage_current_gradient(std::size_t index);
+  // find_unused_parameters: marks ready (and stages) the parameters the loss's graph does not reach.
+  void mark_unreached_ready(const at::Tensor& loss);
   // find_unused_parameters: all-reduces which parameters some rank used (comm, blocking); true
   // for each parameter no rank used.
   std::vector<bool> globally_unused();
@@ -91,6 +106,9 @@ class Reducer {
   void warn_missing_once(std::size_t first, std::size_t count);  // without find_unused_parameters
   void launch_complete_buckets();
   void launch(Bucket& bucket);
+  // shard_gradients: keeps the chunks of the launched buckets whose reduce-scatter has finished
+  // (all of them, waiting, with `wait`) and returns their buffers to the pool.
+  void release_finished_buckets(bool wait);
 
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
@@ -112,6 +130,9 @@ class Reducer {
   std::vector<bool> locally_used_;
   at::Tensor used_map_;  // int32 [parameters], in the communicator's memory: the globally-unused vote
   std::size_t next_launch_ = 0;
+  std::size_t next_release_ = 0;  // shard_gradients: buckets before it have given back their buffers
+  std::unique_ptr<GradientShards> shards_;
+  std::vector<bool> unused_everywhere_;
   bool warned_missing_ = false;
   ReducerStats stats_;
 };

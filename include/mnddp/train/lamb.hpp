@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "mnddp/train/tensor_norms.hpp"
+
 namespace mnddp {
 
 struct LambOptions : public torch::optim::OptimizerCloneableOptions<LambOptions> {
@@ -33,7 +35,7 @@ struct LambParamState : public torch::optim::OptimizerCloneableParamState<LambPa
   TORCH_ARG(at::Tensor, exp_avg_sq);
 };
 
-class Lamb : public torch::optim::Optimizer {
+class Lamb : public torch::optim::Optimizer, public UsesTensorNorms {
  public:
   Lamb(const std::vector<torch::optim::OptimizerParamGroup>& groups, LambOptions defaults);
   at::Tensor step(LossClosure closure = nullptr) override;

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "mnddp/train/tensor_norms.hpp"
+
 namespace mnddp {
 
 struct LarsOptions : public torch::optim::OptimizerCloneableOptions<LarsOptions> {
@@ -30,7 +32,7 @@ struct LarsParamState : public torch::optim::OptimizerCloneableParamState<LarsPa
   TORCH_ARG(at::Tensor, momentum_buffer);  // zeros before the first step
 };
 
-class Lars : public torch::optim::Optimizer {
+class Lars : public torch::optim::Optimizer, public UsesTensorNorms {
  public:
   Lars(const std::vector<torch::optim::OptimizerParamGroup>& groups, LarsOptions defaults);
   at::Tensor step(LossClosure closure = nullptr) override;

@@ -37,6 +37,8 @@ bool effective_no_decay_norm_bias(const TrainingConfig& config);
 // effective_no_decay_norm_bias (decayed first, then the excluded ones).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     const TrainingConfig& config, const torch::OrderedDict<std::string, at::Tensor>& named_parameters);
+// The same over groups split already (ZeRO's flat pieces, whose parameter decides their group).
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingConfig& config, const ParameterGroups& groups);
 
 // Learning rate for optimizer step `step` (0-based) of `total_steps`: linear warm-up from 0 over
 // warmup_steps, then constant, cosine or linear (down to min_lr at total_steps), or step decay.

@@ -72,6 +72,7 @@ class Trainer {
   // One micro-batch's forward and backward; its loss (unscaled, this rank's).
   double forward_backward(const DeviceBatch& batch, std::int64_t step, bool synchronise);
   void apply_gradients(std::int64_t step, double step_loss);
+  void apply_sharded_gradients(std::int64_t step, double step_loss);
   void evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result);
   // after_step of the checkpointer (collective), timed for the observers.
   CheckpointDecision checkpoint_after_step(const TrainingPosition& position);
