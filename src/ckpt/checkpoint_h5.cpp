@@ -65,6 +65,77 @@ std::int64_t product(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
+namespace {
+
+// The boxes of elements [first, last) of the sub-array at `dim` whose leading indices are `prefix`.
+void add_boxes(hid_t space, const std::vector<std::int64_t>& shape, std::vector<hsize_t>& prefix, std::int64_t first,
+               std::int64_t last, bool& any) {
+  if (first >= last) return;
+  const std::size_t dim = prefix.size();
+  const std::int64_t row = product(std::vector<std::int64_t>(shape.begin() + static_cast<std::ptrdiff_t>(dim) + 1,
+                                                             shape.end()));  // elements per index of `dim`
+  auto box = [&](std::int64_t from_index, std::int64_t indices) {
+    std::vector<hsize_t> start = prefix, count(prefix.size(), 1);
+    start.push_back(static_cast<hsize_t>(from_index));
+    count.push_back(static_cast<hsize_t>(indices));
+    for (std::size_t d = dim + 1; d < shape.size(); ++d) {
+      start.push_back(0);
+      count.push_back(static_cast<hsize_t>(shape[d]));
+    }
+    MNDDP_H5_CHECK(
+        H5Sselect_hyperslab(space, any ? H5S_SELECT_OR : H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr));
+    any = true;
+  };
+  auto partial = [&](std::int64_t index, std::int64_t from, std::int64_t to) {
+    prefix.push_back(static_cast<hsize_t>(index));
+    add_boxes(space, shape, prefix, from, to, any);
+    prefix.pop_back();
+  };
+  if (first % row != 0) {  // a head: the end of one row
+    const std::int64_t index = first / row;
+    const std::int64_t head_end = std::min(last, (index + 1) * row);
+    partial(index, first - index * row, head_end - index * row);
+    first = head_end;
+  }
+  if (first >= last) return;
+  if (last / row > first / row) box(first / row, last / row - first / row);  // whole rows
+  if (last % row != 0) partial(last / row, 0, last - (last / row) * row);    // a tail: a row's start
+}
+
+}  // namespace
+
+void select_flat_range(hid_t space, const std::vector<std::int64_t>& shape, std::int64_t first, std::int64_t count) {
+  if (count == 0 || shape.empty()) {
+    if (count == 0) MNDDP_H5_CHECK(H5Sselect_none(space));
+    return;  // a scalar: the whole (one-element) space
+  }
+  std::vector<hsize_t> prefix;
+  bool any = false;
+  add_boxes(space, shape, prefix, first, first + count, any);
+}
+
+OpenArray open_array(hid_t file, const std::string& file_path, const std::string& array, bool missing_is_corrupt) {
+  OpenArray out;
+  out.dataset = H5Handle(H5Dopen2(file, array.c_str(), H5P_DEFAULT));
+  if (!out.dataset) {
+    const std::string what = fmt::format("checkpoint '{}': array '{}' is missing", file_path, array);
+    if (missing_is_corrupt) throw CorruptCheckpoint(what);
+    throw UsageError(what);
+  }
+  try {
+    out.dtype = dtype_from_name(read_string_attribute(out.dataset.get(), "dtype"), file_path + ":" + array);
+  } catch (const Error& e) {
+    throw CorruptCheckpoint(
+        fmt::format("checkpoint '{}': array '{}' has no valid dtype: {}", file_path, array, e.what()));
+  }
+  out.space = H5Handle(H5Dget_space(out.dataset.get()));
+  const int rank_count = H5Sget_simple_extent_ndims(out.space.get());
+  MNDDP_H5_CHECK(rank_count);
+  out.dims.resize(static_cast<std::size_t>(rank_count));
+  if (rank_count > 0) MNDDP_H5_CHECK(H5Sget_simple_extent_dims(out.space.get(), out.dims.data(), nullptr));
+  return out;
+}
+
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
   H5Handle type = string_type(value.size());
   H5Handle space(H5Screate(H5S_SCALAR));

@@ -20,6 +20,23 @@ hid_t memory_type(DType dtype);
 DType dtype_from_name(const std::string& name, const std::string& where);
 std::int64_t product(const std::vector<std::int64_t>& shape);
 
+// Selects the elements [first, first + count) of `space` (an array of `shape`) in C order: a head
+// and a tail of partial rows around whole rows, recursively, as a union of hyperslabs. HDF5 walks a
+// selection in C order, so a 1-D memory buffer of `count` elements maps onto it one to one.
+void select_flat_range(hid_t space, const std::vector<std::int64_t>& shape, std::int64_t first, std::int64_t count);
+
+// An array of a checkpoint opened for reading: its dataset, its space, its "dtype" attribute and its
+// dimensions. Throws `missing` when there is no such array (UsageError; CorruptCheckpoint while
+// verifying), CorruptCheckpoint when its dtype is not valid. Under hdf5_mutex().
+struct OpenArray {
+  H5Handle dataset;
+  H5Handle space;
+  DType dtype = DType::U8;
+  std::vector<hsize_t> dims;
+  std::vector<std::int64_t> shape() const { return {dims.begin(), dims.end()}; }
+};
+OpenArray open_array(hid_t file, const std::string& file_path, const std::string& array, bool missing_is_corrupt);
+
 // Writes a string attribute on `object` (collective in parallel HDF5: same value everywhere).
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value);
 std::string read_string_attribute(hid_t object, const std::string& name);

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "mnddp/ckpt/parallel_verify.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/observe/timeline.hpp"
 
@@ -46,20 +47,6 @@ void rename_durably(const std::string& from, const std::string& to, const std::s
 bool is_committed_name(const std::string& name) {
   return name.rfind(kPrefix, 0) == 0 && name.size() > std::strlen(kPrefix) + std::strlen(kSuffix) &&
          name.compare(name.size() - std::strlen(kSuffix), std::strlen(kSuffix), kSuffix) == 0;
-}
-
-// Root only: reads and checks `path` whole and returns its step. Throws CorruptCheckpoint when
-// the checkpoint itself is bad, another Error when it cannot be read.
-std::int64_t verify_checkpoint(const std::string& path) {
-  CheckpointReader reader(path);
-  if (!reader.has_attribute("format_version") || !reader.has_attribute("step"))
-    throw CorruptCheckpoint(fmt::format("'{}' is not an mnddp checkpoint (no format_version/step)", path));
-  reader.verify_all();
-  try {
-    return std::stoll(reader.attribute("step"));
-  } catch (const std::logic_error&) {
-    throw CorruptCheckpoint(fmt::format("'{}': its step attribute is not a number", path));
-  }
 }
 
 // The step in a committed name ("step-00000120.h5" -> 120).
@@ -248,23 +235,17 @@ std::string CheckpointManager::save(std::int64_t step, std::uint64_t expected_by
 
 std::string CheckpointManager::resolve_resume(Communicator& comm, const std::string& directory,
                                               const ResumeFrom& resume) {
-  std::string chosen;
+  using Mode = ResumeFrom::Mode;
+  if (resume.mode == Mode::None || (resume.mode == Mode::Auto && directory.empty())) return {};
+  // Rank 0 lists the candidates, newest first: `latest` names it; the directory listing covers a
+  // `latest` that is missing or stale.
+  std::vector<std::string> candidates;
   on_root_then_agree(comm, [&] {
-    using Mode = ResumeFrom::Mode;
-    if (resume.mode == Mode::None || (resume.mode == Mode::Auto && directory.empty())) return;
     if (resume.mode == Mode::Path) {
-      std::int64_t step = 0;
-      try {
-        step = verify_checkpoint(resume.path);
-      } catch (const Error& e) {
-        throw UsageError(fmt::format("--resume: {}", e.what()));
-      }
-      chosen = resume.path;
-      if (!directory.empty() && fs::is_directory(directory)) set_aside_newer_than(directory, step);
+      candidates = {resume.path};
       return;
     }
-    // Newest first: `latest` names it; the directory listing covers a `latest` that is missing or stale.
-    std::vector<std::string> candidates = committed_in(directory);
+    candidates = committed_in(directory);
     std::reverse(candidates.begin(), candidates.end());
     std::ifstream latest_file(fs::path(directory) / kLatest);
     std::string latest_name;
@@ -273,34 +254,50 @@ std::string CheckpointManager::resolve_resume(Communicator& comm, const std::str
       candidates.erase(std::remove(candidates.begin(), candidates.end(), latest_path), candidates.end());
       candidates.insert(candidates.begin(), latest_path);
     }
-    for (const auto& candidate : candidates) {
+  });
+  std::int64_t count = static_cast<std::int64_t>(candidates.size());
+  comm.broadcast(&count, 1, DType::I64, 0);
+  candidates.resize(static_cast<std::size_t>(count));
+  for (auto& candidate : candidates) broadcast_string(comm, candidate, 0);
+
+  for (const auto& candidate : candidates) {
+    std::int64_t exists = 1;
+    if (comm.is_root() && resume.mode == Mode::Auto) {
       std::error_code missing;
-      if (!fs::exists(candidate, missing)) {
-        spdlog::warn("'latest' names '{}', which does not exist; trying the others", candidate);
+      exists = fs::exists(candidate, missing) ? 1 : 0;
+      if (!exists) spdlog::warn("'latest' names '{}', which does not exist; trying the others", candidate);
+    }
+    comm.broadcast(&exists, 1, DType::I64, 0);
+    if (!exists) continue;
+    // Every rank reads its share of the file: the whole job reads it once.
+    const CheckpointVerdict verdict = verify_checkpoint_in_parallel(comm, candidate);
+    switch (verdict.kind) {
+      case CheckpointVerdict::Kind::Good:
+        on_root_then_agree(comm, [&] {
+          if (!directory.empty() && fs::is_directory(directory)) set_aside_newer_than(directory, verdict.step);
+        });
+        return candidate;
+      case CheckpointVerdict::Kind::Corrupt:
+        if (resume.mode == Mode::Path) throw UsageError(fmt::format("--resume: {}", verdict.message), true);
+        on_root_then_agree(comm, [&] {
+          // Set aside, not deleted: kept for a post-mortem, never chosen (or overwritten) again.
+          const std::string kept = free_name(candidate, ".corrupt");
+          std::error_code error;
+          fs::rename(candidate, kept, error);
+          spdlog::warn("checkpoint '{}' is not usable ({}); {}; trying an older one", candidate, verdict.message,
+                       error ? "left in place" : fmt::format("renamed to '{}'", kept));
+        });
         continue;
-      }
-      try {
-        set_aside_newer_than(directory, verify_checkpoint(candidate));
-        chosen = candidate;
-        return;
-      } catch (const CorruptCheckpoint& e) {
-        // Set aside, not deleted: kept for a post-mortem, never chosen (or overwritten) again.
-        const std::string kept = free_name(candidate, ".corrupt");
-        std::error_code error;
-        fs::rename(candidate, kept, error);
-        spdlog::warn("checkpoint '{}' is not usable ({}); {}; trying an older one", candidate, e.what(),
-                     error ? "left in place" : fmt::format("renamed to '{}'", kept));
-      } catch (const Error& e) {
+      case CheckpointVerdict::Kind::Unreadable:
+        if (resume.mode == Mode::Path) throw UsageError(fmt::format("--resume: {}", verdict.message), true);
         // The file may be fine and the storage not (EIO, EACCES, a mount gone): stop, touch nothing.
         throw Error(fmt::format("--resume auto: {}; the checkpoint was left as it is (fix the storage or its "
                                 "permissions and run again, or pass --resume with an older checkpoint)",
-                                e.what()),
-                    kExitFailure);
-      }
+                                verdict.message),
+                    kExitFailure, /*collective=*/true);
     }
-  });
-  broadcast_string(comm, chosen, 0);
-  return chosen;
+  }
+  return {};
 }
 
 }  // namespace mnddp

@@ -228,6 +228,11 @@ CheckpointReader::~CheckpointReader() {
   impl_->file.reset();
 }
 
+std::int64_t CheckpointReader::file_id() const {
+  static_assert(sizeof(hid_t) == sizeof(std::int64_t));
+  return impl_->file.get();
+}
+
 bool CheckpointReader::has_attribute(const std::string& name) const {
   std::lock_guard lock(hdf5_mutex());
   return H5Aexists(impl_->file.get(), name.c_str()) > 0;
@@ -269,19 +274,10 @@ ArrayData CheckpointReader::read(const std::string& path) const {
 
 void CheckpointReader::read_array(const std::string& path, ArrayData* out, ScratchBuffers* scratch) const {
   std::lock_guard lock(hdf5_mutex());
-  H5Handle dataset(H5Dopen2(impl_->file.get(), path.c_str(), H5P_DEFAULT));
-  if (!dataset) throw UsageError(fmt::format("checkpoint '{}': array '{}' is missing", path_, path));
-  DType dtype = DType::U8;
-  try {
-    dtype = dtype_from_name(read_string_attribute(dataset.get(), "dtype"), path_ + ":" + path);
-  } catch (const Error& e) {
-    throw CorruptCheckpoint(fmt::format("checkpoint '{}': array '{}' has no valid dtype: {}", path_, path, e.what()));
-  }
-  H5Handle space(H5Dget_space(dataset.get()));
-  const int rank_count = H5Sget_simple_extent_ndims(space.get());
-  MNDDP_H5_CHECK(rank_count);
-  std::vector<hsize_t> dims(static_cast<std::size_t>(rank_count));
-  if (rank_count > 0) MNDDP_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
+  const OpenArray array = open_array(impl_->file.get(), path_, path, /*missing_is_corrupt=*/false);
+  const H5Handle& dataset = array.dataset;
+  const DType dtype = array.dtype;
+  const std::vector<hsize_t>& dims = array.dims;
   std::uint8_t* destination = nullptr;
   if (out != nullptr) {
     out->dtype = dtype;
@@ -314,17 +310,20 @@ void CheckpointReader::read_array(const std::string& path, ArrayData* out, Scrat
                                         xxh3 ? 16 : 8));
 }
 
+std::vector<std::string> CheckpointReader::datasets() const {
+  std::vector<std::string> names;
+  std::lock_guard lock(hdf5_mutex());
+  auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* out) -> herr_t {
+    if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+    return 0;
+  };
+  if (H5Ovisit(impl_->file.get(), H5_INDEX_NAME, H5_ITER_INC, visit, &names) < 0)
+    throw CorruptCheckpoint(fmt::format("checkpoint '{}' cannot be walked: {}", path_, h5_take_error()));
+  return names;
+}
+
 void CheckpointReader::verify_all() const {
-  std::vector<std::string> datasets;
-  {
-    std::lock_guard lock(hdf5_mutex());
-    auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* out) -> herr_t {
-      if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->emplace_back(name);
-      return 0;
-    };
-    if (H5Ovisit(impl_->file.get(), H5_INDEX_NAME, H5_ITER_INC, visit, &datasets) < 0)
-      throw CorruptCheckpoint(fmt::format("checkpoint '{}' cannot be walked: {}", path_, h5_take_error()));
-  }
+  const std::vector<std::string> datasets = this->datasets();
   ScratchBuffers scratch;  // reused by every array: no fresh pages to fault in per array
   for (const auto& name : datasets) read_array(name, nullptr, &scratch);  // streamed: checked, not kept
 }

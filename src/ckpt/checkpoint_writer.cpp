@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <numeric>
 
 #include "checkpoint_h5.hpp"
+#include "checkpoint_writer_impl.hpp"
 #include "mnddp/check.hpp"
 #include "mnddp/ckpt/array_checksum.hpp"
 #include "mnddp/ckpt/checkpoint_file.hpp"
@@ -64,21 +66,11 @@ std::vector<std::uint64_t> hash_blocks(const ArrayView& array, std::size_t array
 
 }  // namespace
 
-struct ParallelCheckpointWriter::Impl {
-  Communicator* comm = nullptr;
-  std::string path;
-  int rank = 0;
-  int size = 1;
-  H5Handle file;
-  H5Handle transfer;     // collective data transfer
-  H5Handle link_create;  // creates intermediate groups
-  H5Handle dataset_create;
-};
-
 ParallelCheckpointWriter::ParallelCheckpointWriter(Communicator& agreement, MPI_Comm comm, const std::string& path)
     : impl_(std::make_unique<Impl>()) {
   std::lock_guard lock(hdf5_mutex());
   impl_->comm = &agreement;
+  impl_->mpi = comm;
   impl_->path = path;
   MNDDP_MPI_CHECK(MPI_Comm_rank(comm, &impl_->rank));
   MNDDP_MPI_CHECK(MPI_Comm_size(comm, &impl_->size));
@@ -129,44 +121,74 @@ void ParallelCheckpointWriter::write(const ArrayView& array) {
   }
   const std::optional<Failure> failure = capture_failure([&] { write_array(array); });
   if (hashing.valid()) mine = hashing.get();
-  // One exchange gives every rank every block hash and tells it whether any write failed: each rank
-  // sends [failed, its hashes, padding] in a slot of the largest share's size.
-  const std::size_t slot =
-      1 + (blocks + static_cast<std::size_t>(impl_->size) - 1) / static_cast<std::size_t>(impl_->size);
+  std::vector<std::size_t> per_rank;
+  for (int r = 0; r < impl_->size; ++r) {
+    const auto [their_first, their_last] = blocks_of(blocks, r, impl_->size);
+    per_rank.push_back(their_last - their_first);
+  }
+  std::vector<int> order(static_cast<std::size_t>(impl_->size));
+  std::iota(order.begin(), order.end(), 0);
+  finish_array(array.path, array.dtype, failure, mine, per_rank, order);
+}
+
+// One exchange gives every rank every block hash and tells it whether any write failed: each rank
+// sends [failed, its hashes, padding] in a slot of the largest share's size. Ranks' hashes follow
+// each other in `order` (the order of the ranks' blocks).
+void ParallelCheckpointWriter::finish_array(const std::string& path, DType dtype, const std::optional<Failure>& failure,
+                                            const std::vector<std::uint64_t>& mine,
+                                            const std::vector<std::size_t>& blocks_per_rank,
+                                            const std::vector<int>& order) {
+  const std::size_t slot = 1 + *std::max_element(blocks_per_rank.begin(), blocks_per_rank.end());
   std::vector<std::uint64_t> sent(slot, 0), gathered(slot * static_cast<std::size_t>(impl_->size));
   sent[0] = failure ? 1 : 0;
   std::copy(mine.begin(), mine.end(), sent.begin() + 1);
   impl_->comm->allgather(sent.data(), gathered.data(), slot, DType::I64);
   bool any_failed = false;
   std::vector<std::uint64_t> hashes;
-  hashes.reserve(blocks);
-  for (int r = 0; r < impl_->size; ++r) {
+  for (int r = 0; r < impl_->size; ++r) any_failed = any_failed || gathered[static_cast<std::size_t>(r) * slot] != 0;
+  for (int r : order) {
     const std::uint64_t* theirs = gathered.data() + static_cast<std::size_t>(r) * slot;
-    any_failed = any_failed || theirs[0] != 0;
-    const auto [their_first, their_last] = blocks_of(blocks, r, impl_->size);
-    hashes.insert(hashes.end(), theirs + 1, theirs + 1 + (their_last - their_first));
+    hashes.insert(hashes.end(), theirs + 1, theirs + 1 + blocks_per_rank[static_cast<std::size_t>(r)]);
   }
   if (any_failed) agree_on_failure(*impl_->comm, failure);
   const std::uint64_t checksum = checksum_of_blocks(hashes);
   agree_on_failure(*impl_->comm, capture_failure([&] {
     std::lock_guard lock(hdf5_mutex());
-    H5Handle dataset(H5Dopen2(impl_->file.get(), array.path.c_str(), H5P_DEFAULT));
+    H5Handle dataset(H5Dopen2(impl_->file.get(), path.c_str(), H5P_DEFAULT));
     MNDDP_H5_CHECK(dataset.get());
-    write_string_attribute(dataset.get(), "dtype", dtype_name(array.dtype));
+    write_string_attribute(dataset.get(), "dtype", dtype_name(dtype));
     write_u64_attribute(dataset.get(), "xxh3_64", checksum);
   }));
+}
+
+H5Handle ParallelCheckpointWriter::Impl::create(const std::string& array, DType dtype,
+                                                const std::vector<std::int64_t>& shape, H5Handle& file_space) {
+  const int rank_count = static_cast<int>(shape.size());
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  file_space = H5Handle(rank_count == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank_count, dims.data(), nullptr));
+  MNDDP_H5_CHECK(file_space.get());
+  H5Handle dataset(H5Dcreate2(file.get(), array.c_str(), file_type(dtype), file_space.get(), link_create.get(),
+                              dataset_create.get(), H5P_DEFAULT));
+  if (!dataset) throw Error(fmt::format("'{}': cannot create array '{}': {}", path, array, h5_take_error()));
+  return dataset;
+}
+
+void ParallelCheckpointWriter::Impl::write_failed(const std::string& array, std::size_t bytes) {
+  std::string reason = h5_take_error();
+  // MPI-IO reports ENOSPC as a generic write failure; the free space tells the user what happened.
+  std::error_code error;
+  const auto space = std::filesystem::space(std::filesystem::path(path).parent_path(), error);
+  if (!error && space.available < bytes)
+    reason = fmt::format("no space left on the device ({:.1f} MB free)", static_cast<double>(space.available) / 1e6);
+  throw Error(fmt::format("writing array '{}' to '{}' failed: {}", array, path, reason));
 }
 
 void ParallelCheckpointWriter::write_array(const ArrayView& array) {
   std::lock_guard lock(hdf5_mutex());
   const int rank_count = static_cast<int>(array.shape.size());
   std::vector<hsize_t> dims(array.shape.begin(), array.shape.end());
-  H5Handle file_space(rank_count == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank_count, dims.data(), nullptr));
-  MNDDP_H5_CHECK(file_space.get());
-  H5Handle dataset(H5Dcreate2(impl_->file.get(), array.path.c_str(), file_type(array.dtype), file_space.get(),
-                              impl_->link_create.get(), impl_->dataset_create.get(), H5P_DEFAULT));
-  if (!dataset)
-    throw Error(fmt::format("'{}': cannot create array '{}': {}", impl_->path, array.path, h5_take_error()));
+  H5Handle file_space;
+  H5Handle dataset = impl_->create(array.path, array.dtype, array.shape, file_space);
 
   const Slab slab = slab_of(array, impl_->rank, impl_->size);
   const std::size_t element_bytes = dtype_size(array.dtype);
@@ -186,15 +208,7 @@ void ParallelCheckpointWriter::write_array(const ArrayView& array) {
   const char* from = static_cast<const char*>(array.data) + slab.offset;
   const herr_t written = H5Dwrite(dataset.get(), memory_type(array.dtype), memory_space.get(), file_space.get(),
                                   impl_->transfer.get(), from);
-  if (written < 0) {
-    std::string reason = h5_take_error();
-    // MPI-IO reports ENOSPC as a generic write failure; the free space tells the user what happened.
-    std::error_code error;
-    const auto space = std::filesystem::space(std::filesystem::path(impl_->path).parent_path(), error);
-    if (!error && space.available < slab.bytes)
-      reason = fmt::format("no space left on the device ({:.1f} MB free)", static_cast<double>(space.available) / 1e6);
-    throw Error(fmt::format("writing array '{}' to '{}' failed: {}", array.path, impl_->path, reason));
-  }
+  if (written < 0) impl_->write_failed(array.path, slab.bytes);
 }
 
 void ParallelCheckpointWriter::set_attribute(const std::string& name, const std::string& value) {

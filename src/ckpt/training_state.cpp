@@ -18,7 +18,6 @@
 #include "mnddp/error.hpp"
 #include "mnddp/train/lamb.hpp"
 #include "mnddp/train/lars.hpp"
-#include "mnddp/zero/zero_partition.hpp"
 
 namespace mnddp {
 namespace {
@@ -130,11 +129,15 @@ StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, 
   for (const auto& item : state.model.named_parameters()) add("model/" + item.key(), item.value());
   for (const auto& item : state.model.named_buffers()) add("buffers/" + item.key(), item.value());
 
-  if (state.zero != nullptr)
-    for (const auto& [path, tensor] : state.zero->gather_state(state.optimizer_kind)) add(path, tensor);
+  if (state.sharded != nullptr) {
+    ShardedOptimizerState::ForCheckpoint sharded = state.sharded->for_checkpoint(state.optimizer_kind);
+    for (const auto& [path, tensor] : sharded.whole) add(path, tensor);
+    for (auto& share : sharded.shares)
+      snapshot.shares.push_back({share.path, share.shape, share.first, share.values.contiguous()});
+  }
   auto& optimizer_state = state.optimizer.state();
   for (const auto& item : state.model.named_parameters()) {
-    if (state.zero != nullptr) break;
+    if (state.sharded != nullptr) break;
     const auto found = optimizer_state.find(item.value().unsafeGetTensorImpl());
     if (found == optimizer_state.end()) continue;  // no step taken yet for this parameter
     const std::string prefix = "optimizer/" + item.key() + "/";
@@ -212,12 +215,23 @@ void write_snapshot(ParallelCheckpointWriter& writer, const StateSnapshot& snaps
     view.data = host.data_ptr();
     writer.write(view);
   }
+  for (const auto& share : snapshot.shares) {
+    ArrayShare part;
+    part.path = share.path;
+    part.dtype = to_comm_dtype(share.values.scalar_type());
+    part.shape = share.shape;
+    part.first = share.first;
+    part.count = share.values.numel();
+    part.data = share.values.data_ptr();
+    writer.write_share(part);
+  }
   for (const auto& [name, value] : snapshot.attributes) writer.set_attribute(name, value);
 }
 
 std::uint64_t StateSnapshot::bytes() const {
   std::uint64_t total = 0;
   for (const auto& array : arrays) total += array.tensor.nbytes();
+  for (const auto& share : shares) total += share.values.nbytes();
   return total;
 }
 
@@ -233,12 +247,29 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
     buffer.copy_(file.require("buffers/" + item.key(), buffer.sizes()));
   }
 
-  if (state.zero != nullptr)
-    state.zero->scatter_state(state.optimizer_kind, [&](const std::string& name) { return file.fetch(name); });
+  if (state.sharded != nullptr) {
+    // Each rank reads its own pieces (the file was verified by every rank together before).
+    std::optional<CheckpointReader> own;
+    on_all_then_agree(comm, [&] { own.emplace(path); });
+    ShardedOptimizerState::Source source;
+    source.whole = [&](const std::string& name) { return file.fetch(name); };
+    source.has = [&](const std::string& name) { return own->has_array(name); };
+    source.share = [&](const std::string& name, std::int64_t first, std::int64_t count, at::IntArrayRef shape) {
+      std::vector<std::int64_t> stored;
+      const ArrayData data = own->read_share(name, first, count, &stored);
+      if (at::IntArrayRef(stored) != shape)
+        throw UsageError(fmt::format("checkpoint '{}': '{}' has shape [{}] but the model has [{}]", path, name,
+                                     fmt::join(stored, ", "), fmt::join(shape, ", ")));
+      at::Tensor values = at::empty({count}, at::TensorOptions().dtype(to_scalar_type(data.dtype)));
+      if (values.nbytes() > 0) std::memcpy(values.data_ptr(), data.bytes.data(), values.nbytes());
+      return values;
+    };
+    on_all_then_agree(comm, [&] { state.sharded->restore(state.optimizer_kind, source); });
+  }
   auto& optimizer_state = state.optimizer.state();
-  if (state.zero == nullptr) optimizer_state.clear();
+  if (state.sharded == nullptr) optimizer_state.clear();
   for (const auto& item : state.model.named_parameters()) {
-    if (state.zero != nullptr) break;
+    if (state.sharded != nullptr) break;
     const at::Tensor& param = item.value();
     const std::string prefix = "optimizer/" + item.key() + "/";
     // On the parameter's device and in its layout (a channels-last weight has channels-last state).

@@ -93,6 +93,8 @@ done
 compare mlp-sgd-accumulate 3 0 1e-5 "${MLP[@]}" --optimizer sgd --lr 0.05 --momentum 0.9 --batch-size 8 \
   --grad-accum-steps 2
 compare mlp-lamb 3 1e-5 1e-5 "${MLP[@]}" --optimizer lamb --lr 0.01 --weight-decay 0.01 --batch-size 16
+compare mlp-amp-bf16-wire 2 0 0 "${MLP[@]}" --optimizer adamw --lr 0.01 --batch-size 16 --amp bf16 \
+  --grad-compression bf16
 compare mlp-lars 2 1e-5 1e-5 "${MLP[@]}" --optimizer lars --lr 0.1 --weight-decay 1e-4 --batch-size 16
 
 # The ZeRO log line says what each rank holds.
@@ -111,4 +113,23 @@ if train resume 3 "${RESUME[@]}" --batch-size 16 --zero 2 --steps-per-run 15 &&
   train resume 2 "${RESUME[@]}" --batch-size 24 --zero 1; then
   expect_close resume-reference resume 1e-5
 fi
+# The 3-rank --zero 2 checkpoint (its optimizer state written as every rank's share of each array):
+# h5py verifies every array's XXH3-64 as for any checkpoint, load_checkpoint.py loads it, and
+# mnddp export reads it.
+check "a --zero 2 checkpoint verifies and loads with h5py (data_tools/load_checkpoint.py)" "$MNDDP_PYTHON" - \
+  "$WORK/resume/step-00000015.h5" "$MNDDP_SOURCE_DIR/data_tools" <<'PY'
+import sys, h5py
+sys.path.insert(0, sys.argv[2])
+from load_checkpoint import load_checkpoint, verify_dataset
+with h5py.File(sys.argv[1], "r") as f:
+    arrays = []
+    f.visititems(lambda path, obj: arrays.append(obj) if isinstance(obj, h5py.Dataset) else None)
+    bad = [a.name for a in arrays if not verify_dataset(a)]
+    assert not bad, bad
+    assert f["optimizer/body.0.weight/exp_avg"].shape == f["model/body.0.weight"].shape
+model, config = load_checkpoint(sys.argv[1])
+print(f"{len(arrays)} arrays verified; {sum(p.numel() for p in model.parameters())} parameters loaded")
+PY
+check "... and mnddp export reads it" "$MNDDP_BIN" export --checkpoint "$WORK/resume/step-00000015.h5" \
+  --out "$WORK/zero.pt"
 finish

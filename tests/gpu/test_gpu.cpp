@@ -23,7 +23,9 @@
 #include "mnddp/ddp/ddp.hpp"
 #include "mnddp/device_binding.hpp"
 #include "mnddp/train/device_batch.hpp"
+#include "mnddp/train/optim.hpp"
 #include "mnddp/train/trainer.hpp"
+#include "mnddp/zero/zero_partition.hpp"
 #include "test_support.hpp"
 
 #if MNDDP_HAVE_CUDA
@@ -324,3 +326,74 @@ TEST(Amp, Bf16AutocastOnCuda) {
   y.to(at::kFloat).sum().backward();
   for (auto& p : net->parameters()) EXPECT_EQ(p.grad().scalar_type(), at::kFloat);
 }
+
+namespace {
+
+// Parameters after three AdamW steps of the MLP on `device`, gradients on `gradients` (control on
+// `control`), with ZeRO stage `stage` (0: the whole optimizer), on the CPU.
+std::vector<at::Tensor> adamw_steps(Communicator& control, Communicator& gradients, at::Device device, int rank,
+                                    int stage) {
+  auto net = make_mlp(device);
+  DdpOptions options;
+  options.reducer.limits.first_cap_bytes = 4096;
+  options.reducer.limits.cap_bytes = 65536;
+  options.reducer.shard_gradients = stage >= 2;
+  DistributedDataParallel ddp(net.ptr(), control, gradients, options);
+  TrainingConfig config;
+  config.optimizer = OptimizerKind::AdamW;
+  config.lr = 0.01;
+  std::unique_ptr<ZeroPartition> zero;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (stage == 0) {
+    optimizer = make_optimizer(config, net->named_parameters());
+  } else {
+    zero = std::make_unique<ZeroPartition>(stage, ddp.reducer(), gradients);
+    optimizer = make_optimizer(config, zero->parameter_groups(true));
+    zero->attach(*optimizer);
+  }
+  for (int step = 0; step < 3; ++step) {
+    ddp.zero_grad();
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(70 + 10 * step + rank);
+    at::Tensor loss = net->forward(at::randn({32, 64}, gen).to(device)).pow(2).mean();
+    ddp.prepare_for_backward(loss);
+    loss.backward();
+    ddp.finalize();
+    if (zero) zero->bind_gradients();
+    optimizer->step();
+    if (zero) zero->all_gather_parameters();
+  }
+  std::vector<at::Tensor> out;
+  for (auto& p : net->parameters()) out.push_back(p.detach().to(at::kCPU));
+  return out;
+}
+
+}  // namespace
+
+// ZeRO on GPU tensors through the MPI backend (buckets staged in pinned host memory, the kept
+// chunks and the all-gather buffer on the GPU) against the same steps on the CPU.
+TEST(MpiStaged, ZeroOnCudaTensorsMatchesTheCpu) {
+  MNDDP_REQUIRE_GPU();
+  MpiComm world;
+  for (int stage : {1, 2}) {
+    const auto on_gpu = adamw_steps(world, world, my_gpu(), world.rank(), stage);
+    const auto on_cpu = adamw_steps(world, world, at::Device(at::kCPU), world.rank(), 0);
+    for (std::size_t i = 0; i < on_gpu.size(); ++i)
+      EXPECT_TRUE(at::allclose(on_gpu[i], on_cpu[i], 1e-4, 1e-6)) << "stage " << stage << ", parameter " << i;
+  }
+}
+
+#if MNDDP_HAVE_NCCL
+// ZeRO on NCCL (ncclReduceScatter in place, the all-gathers, the kept chunks and the pool on the
+// GPU) in a world of one, against --zero 0 on the same GPU.
+TEST(Nccl, ZeroStepsLikeTheWholeOptimizer) {
+  MNDDP_REQUIRE_GPU();
+  MpiComm self(MPI_COMM_SELF);
+  NcclComm nccl(self, my_gpu().index(), 60.0);
+  const auto whole = adamw_steps(self, nccl, my_gpu(), 0, 0);
+  for (int stage : {1, 2}) {
+    const auto sharded = adamw_steps(self, nccl, my_gpu(), 0, stage);
+    for (std::size_t i = 0; i < whole.size(); ++i)
+      EXPECT_TRUE(at::allclose(sharded[i], whole[i], 1e-5, 1e-7)) << "stage " << stage << ", parameter " << i;
+  }
+}
+#endif  // MNDDP_HAVE_NCCL

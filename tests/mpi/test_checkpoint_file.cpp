@@ -17,6 +17,7 @@
 
 #include "mnddp/ckpt/array_checksum.hpp"
 #include "mnddp/ckpt/checkpoint_file.hpp"
+#include "mnddp/ckpt/parallel_verify.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/error.hpp"
 #include "test_support.hpp"
@@ -269,4 +270,111 @@ TEST(CheckpointFile, AFormat1CheckpointIsStillReadAndVerified) {
   } catch (const CorruptCheckpoint& e) {
     EXPECT_NE(std::string(e.what()).find("CRC-32"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+
+// The cut points of a case's elements among the ranks: shares that straddle checksum blocks, with
+// pattern 1 putting a whole share inside a block another rank starts (on 3 ranks).
+std::vector<std::int64_t> share_cuts(const Case& c, int world, int pattern) {
+  const auto element = static_cast<std::int64_t>(dtype_size(c.dtype));
+  const auto n = static_cast<std::int64_t>(c.bytes.size()) / element;
+  const auto block = static_cast<std::int64_t>(kChecksumBlockBytes);
+  std::vector<std::int64_t> cuts = {0};
+  for (int r = 1; r < world; ++r) {
+    std::int64_t cut = n * r / world + 1;
+    if (n * element > block)
+      cut = pattern == 0 ? (r * block + (r % 2 == 1 ? -100 : 100)) / element : (block - 300 + 100 * r) / element;
+    cuts.push_back(std::clamp(cut, cuts.back(), n));
+  }
+  cuts.push_back(n);
+  return cuts;
+}
+
+}  // namespace
+
+// Shares written by every rank (ZeRO's optimizer state) make the very array write() makes: the same
+// bytes and the same stored checksum, whichever rank completed which block; and each rank reads its
+// share back.
+TEST(CheckpointFile, SharesMakeTheSameArraysAsWholeWrites) {
+  MpiComm comm;
+  std::optional<testing_support::TempDir> owner;
+  const std::string directory = shared_directory(comm, owner);
+  std::vector<Case> all;
+  for (auto& c : cases())
+    if (!c.shape.empty()) all.push_back(std::move(c));
+  for (int pattern : {0, 1}) {
+    SCOPED_TRACE(pattern);
+    const std::string path = directory + "/shares" + std::to_string(pattern) + ".h5";
+    {
+      ParallelCheckpointWriter writer(comm, comm.handle(), path);
+      for (const auto& c : all) {
+        const auto cuts = share_cuts(c, comm.size(), pattern);
+        const std::int64_t first = cuts[static_cast<std::size_t>(comm.rank())];
+        const std::int64_t count = cuts[static_cast<std::size_t>(comm.rank()) + 1] - first;
+        writer.write_share({c.path, c.dtype, c.shape, first, count,
+                            c.bytes.data() + static_cast<std::size_t>(first) * dtype_size(c.dtype)});
+      }
+      writer.close();
+    }
+    comm.barrier();
+    CheckpointReader reader(path);
+    for (const auto& c : all) {
+      SCOPED_TRACE(c.path);
+      const auto cuts = share_cuts(c, comm.size(), pattern);
+      const std::int64_t first = cuts[static_cast<std::size_t>(comm.rank())];
+      const std::int64_t count = cuts[static_cast<std::size_t>(comm.rank()) + 1] - first;
+      std::vector<std::int64_t> shape;
+      const ArrayData share = reader.read_share(c.path, first, count, &shape);
+      EXPECT_EQ(shape, c.shape);
+      ASSERT_EQ(share.bytes.size(), static_cast<std::size_t>(count) * dtype_size(c.dtype));
+      EXPECT_EQ(std::memcmp(share.bytes.data(), c.bytes.data() + static_cast<std::size_t>(first) * dtype_size(c.dtype),
+                            share.bytes.size()),
+                0);
+      if (!comm.is_root()) continue;
+      const ArrayData whole = reader.read(c.path);  // verifies the stored checksum
+      ASSERT_EQ(whole.bytes.size(), c.bytes.size());
+      EXPECT_EQ(std::memcmp(whole.bytes.data(), c.bytes.data(), c.bytes.size()), 0);
+    }
+  }
+}
+
+// Every rank verifies its share of every array's blocks: a good file passes with its step, one
+// flipped byte is corruption on every rank, naming the array.
+TEST(CheckpointFile, ParallelVerificationAgreesOnEveryRank) {
+  MpiComm comm;
+  std::optional<testing_support::TempDir> owner;
+  const std::string path = shared_directory(comm, owner) + "/c.h5";
+  write_cases(comm, path, cases(), /*with_step=*/true);
+  comm.barrier();
+  {
+    ParallelCheckpointWriter attributes(comm, comm.handle(), path + ".fv");  // no format_version
+    attributes.close();
+  }
+  const CheckpointVerdict no_header = verify_checkpoint_in_parallel(comm, path + ".fv");
+  EXPECT_EQ(no_header.kind, CheckpointVerdict::Kind::Corrupt);
+  // write_cases sets only `step`; a format version makes it a checkpoint.
+  if (comm.is_root()) {
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, H5T_VARIABLE);
+    const hid_t space = H5Screate(H5S_SCALAR);
+    const hid_t attribute = H5Acreate2(file, "format_version", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    const char* two = "2";
+    H5Awrite(attribute, type, &two);
+    H5Aclose(attribute);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Fclose(file);
+  }
+  comm.barrier();
+  const CheckpointVerdict good = verify_checkpoint_in_parallel(comm, path);
+  EXPECT_EQ(good.kind, CheckpointVerdict::Kind::Good) << good.message;
+  EXPECT_EQ(good.step, 12);
+  comm.barrier();
+  if (comm.is_root()) flip_byte_of_array(path, "model/large", 30u << 20, 0x40);
+  comm.barrier();
+  const CheckpointVerdict bad = verify_checkpoint_in_parallel(comm, path);
+  EXPECT_EQ(bad.kind, CheckpointVerdict::Kind::Corrupt);
+  EXPECT_NE(bad.message.find("'model/large' is corrupt"), std::string::npos) << bad.message;
 }

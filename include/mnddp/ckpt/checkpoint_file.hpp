@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,17 @@ struct ArrayView {
   const void* data = nullptr;
 };
 
+// This rank's share of an array that no rank holds whole (ZeRO's optimizer state): the elements
+// [first, first + count) of the array in C order. The shares of all ranks cover it exactly once.
+struct ArrayShare {
+  std::string path;
+  DType dtype = DType::F32;
+  std::vector<std::int64_t> shape;
+  std::int64_t first = 0;
+  std::int64_t count = 0;
+  const void* data = nullptr;
+};
+
 struct ArrayData {
   DType dtype = DType::F32;
   std::vector<std::int64_t> shape;
@@ -62,13 +74,23 @@ class ParallelCheckpointWriter {
   // failure on any rank (a full disk seen by one writer) is agreed after the array, so every rank
   // throws the same error instead of some waiting in the next collective call.
   void write(const ArrayView& array);
+  // Collective, the same path, dtype and shape on every rank: each rank writes its share of the array
+  // as a hyperslab selection of it, so the file is the one write() makes, whatever the world size.
+  // The checksum is write()'s too: a checksum block that spans shares is hashed by the rank holding
+  // its first byte, which receives the rest from the ranks after it (at most a block per boundary).
+  void write_share(const ArrayShare& share);
   // Collective, same arguments on every rank: a string attribute on the file's root group.
   void set_attribute(const std::string& name, const std::string& value);
   // Collective: closes the file; after this the bytes are on their way to storage.
   void close();
 
  private:
-  void write_array(const ArrayView& array);  // this rank's rows, no agreement
+  void write_array(const ArrayView& array);        // this rank's rows, no agreement
+  void write_share_data(const ArrayShare& share);  // this rank's share, no agreement
+  // Every rank's block hashes of an array (after its data): agrees on failures, stores the checksum.
+  void finish_array(const std::string& path, DType dtype, const std::optional<Failure>& failure,
+                    const std::vector<std::uint64_t>& mine, const std::vector<std::size_t>& blocks_per_rank,
+                    const std::vector<int>& order);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -92,9 +114,26 @@ class CheckpointReader {
   // Names of the arrays (datasets) directly under `group`, sorted.
   std::vector<std::string> list(const std::string& group) const;
   ArrayData read(const std::string& path) const;  // verifies the checksum
-  void verify_all() const;                        // reads and checks every array in the file
+  // The elements [first, first + count) of an array in C order, unverified: for ranks that each read
+  // their share of a checkpoint whose every array was verified before (verify_checkpoint_in_parallel).
+  // `shape`, when given, receives the whole array's shape.
+  ArrayData read_share(const std::string& path, std::int64_t first, std::int64_t count,
+                       std::vector<std::int64_t>* shape = nullptr) const;
+  void verify_all() const;                    // reads and checks every array in the file
+  std::vector<std::string> datasets() const;  // every array's path, as HDF5 walks the file
+
+  // Share `share` of `shares` of an array's checksum blocks ([n*share/shares, n*(share+1)/shares)),
+  // read and hashed, and the checksum the file stores: for ranks that verify a checkpoint together
+  // (verify_checkpoint_in_parallel). Format 2 arrays only (CorruptCheckpoint without xxh3_64).
+  struct BlockHashes {
+    std::size_t blocks = 0;  // of the whole array
+    std::vector<std::uint64_t> mine;
+    std::uint64_t stored = 0;
+  };
+  BlockHashes hash_blocks(const std::string& path, std::size_t share, std::size_t shares) const;
 
  private:
+  std::int64_t file_id() const;  // the open HDF5 file (an hid_t; HDF5 stays out of this header)
   // out == nullptr: check only, streaming through `scratch`.
   void read_array(const std::string& path, ArrayData* out, ScratchBuffers* scratch) const;
 

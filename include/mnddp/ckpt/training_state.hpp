@@ -8,6 +8,8 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +34,41 @@ struct TrainingPosition {
   std::int64_t interval_steps = 0;
 };
 
-class ZeroPartition;
+// The optimizer state when each rank holds only its share of it (--zero 1|2; zero/zero_partition
+// implements it). A checkpoint stores and restores it as the same whole per-parameter arrays, keyed
+// "optimizer/<name>/<field>" in the parameter's shape, that --zero 0 stores, so that any world size
+// and --zero reads it.
+class ShardedOptimizerState {
+ public:
+  virtual ~ShardedOptimizerState() = default;
+
+  // This rank's share of one array: elements [first, first + values.numel()) in C order (possibly
+  // none), written in place by parallel HDF5.
+  struct Share {
+    std::string path;
+    std::vector<std::int64_t> shape;
+    std::int64_t first = 0;
+    at::Tensor values;  // on the CPU
+  };
+  // Arrays held whole by every rank, and shares: the same paths in the same order on every rank.
+  struct ForCheckpoint {
+    std::vector<std::pair<std::string, at::Tensor>> whole;
+    std::vector<Share> shares;
+  };
+  // Collective.
+  virtual ForCheckpoint for_checkpoint(OptimizerKind kind) = 0;
+
+  // Where restore() reads from. `whole` fetches a whole array by key (collective: every rank asks
+  // for the same keys in the same order); `has` says whether the file has an array; `share` reads
+  // elements [first, first + count) of one on this rank alone, and throws if its shape is not `shape`.
+  struct Source {
+    std::function<std::optional<at::Tensor>(const std::string&)> whole;
+    std::function<bool(const std::string&)> has;
+    std::function<at::Tensor(const std::string&, std::int64_t, std::int64_t, at::IntArrayRef)> share;
+  };
+  // Collective.
+  virtual void restore(OptimizerKind kind, const Source& source) = 0;
+};
 
 struct TrainingStateRefs {
   torch::nn::Module& model;
@@ -41,9 +77,8 @@ struct TrainingStateRefs {
   LossScaler& scaler;
   c10::Device device;
   std::vector<std::int64_t> sample_shape;  // stored so readers can rebuild the model (load_checkpoint.py)
-  // --zero 1|2: the optimizer holds this rank's pieces only; the state goes through the partition,
-  // which stores and restores the same whole per-parameter arrays as --zero 0.
-  ZeroPartition* zero = nullptr;
+  // --zero 1|2: the optimizer holds this rank's pieces only; its state goes through this.
+  ShardedOptimizerState* sharded = nullptr;
 };
 
 // A checkpoint's content, copied to host memory at a step boundary: training may go on while it is
@@ -55,6 +90,15 @@ struct StateSnapshot {
     at::Tensor tensor;  // on the CPU, contiguous
   };
   std::vector<Array> arrays;
+  // --zero 1|2: this rank's shares of the optimizer-state arrays (ArrayShare), the same paths in the
+  // same order on every rank.
+  struct Share {
+    std::string path;
+    std::vector<std::int64_t> shape;
+    std::int64_t first = 0;
+    at::Tensor values;  // on the CPU, contiguous, possibly empty
+  };
+  std::vector<Share> shares;
   std::vector<std::pair<std::string, std::string>> attributes;  // config text, versions, position
   std::uint64_t bytes() const;
 };

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mnddp/choices.hpp"
+#include "mnddp/ckpt/training_state.hpp"
 #include "mnddp/comm/communicator.hpp"
 #include "mnddp/ddp/reducer.hpp"
 #include "mnddp/train/optim.hpp"
@@ -22,7 +23,7 @@
 
 namespace mnddp {
 
-class ZeroPartition {
+class ZeroPartition final : public ShardedOptimizerState {
  public:
   // `reducer`: the DDP reducer whose buckets define the chunks (with shard_gradients for stage 2);
   // `comm`: its gradient communicator, which carries the all-gathers and norms.
@@ -51,10 +52,16 @@ class ZeroPartition {
   std::int64_t state_elements(OptimizerKind kind, double momentum) const;
   std::int64_t state_elements_unsharded(OptimizerKind kind, double momentum) const;
 
-  // Checkpoints, collective. The whole per-parameter state arrays (in the parameter's shape, as
-  // --zero 0 stores them), keyed "optimizer/<name>/<field>", assembled from every rank's pieces.
+  // Checkpoints (ShardedOptimizerState). Of a dense parameter each rank gives its piece as a share
+  // of the array (a rank without a piece gives an empty one); of any other (channels-last: a piece
+  // is no range of its C order) the ranks' pieces are all-gathered into whole arrays, as are the
+  // step counts. Restoring, each rank reads only its pieces of the arrays of dense parameters.
+  ForCheckpoint for_checkpoint(OptimizerKind kind) override;
+  void restore(OptimizerKind kind, const Source& source) override;
+  // Every parameter's state as whole arrays (collective): all-gathered one bucket at a time.
   std::vector<std::pair<std::string, at::Tensor>> gather_state(OptimizerKind kind);
-  // Puts whole arrays back: each rank keeps its pieces. `fetch` returns an array by key, or nullopt.
+
+  // Whole arrays from `fetch` (collective), each rank keeping its pieces.
   using Fetch = std::function<std::optional<at::Tensor>(const std::string&)>;
   void scatter_state(OptimizerKind kind, const Fetch& fetch);
 
@@ -63,6 +70,19 @@ class ZeroPartition {
   at::Tensor flat_view(std::size_t param) const;
   // A reusable buffer of bucket `bucket`'s padded size, in its parameters' dtype.
   at::Tensor bucket_buffer(std::size_t bucket);
+  // Collective: every parameter's step count (0: no state yet), the most of any rank's pieces.
+  std::vector<std::int64_t> agreed_steps(OptimizerKind kind);
+  // Collective: the whole arrays of the parameters `wanted` says yes to (all-gathered by bucket).
+  std::vector<std::pair<std::string, at::Tensor>> gather_state_of(OptimizerKind kind, const std::vector<bool>& wanted,
+                                                                  const std::vector<std::int64_t>& steps);
+  // The state of piece `k` (nullptr before its first step).
+  torch::optim::OptimizerParamState* state_of_piece(std::size_t k);
+  // Puts one parameter's state back into its pieces: `fields[f]` holds the field's values of the
+  // pieces of parameter `param`, piece by piece (pieces_of_param_ order).
+  void restore_pieces(OptimizerKind kind, std::size_t param, std::int64_t step,
+                      const std::vector<std::vector<at::Tensor>>& fields);
+  // One parameter's state from whole arrays (collective).
+  void scatter_one(OptimizerKind kind, std::size_t param, const Fetch& fetch);
 
   int stage_;
   Reducer& reducer_;
