@@ -3,7 +3,7 @@
 # and 2. For each: the optimizer-state bytes per rank that mnddp logs at start-up, and every rank's
 # peak resident set size (GNU time, bench/peak_rss.sh); then step time on 2 ranks, the three stages
 # alternating round by round, as the ratio to --zero 0 of the same round (median of the rounds).
-# Usage: bench/zero.sh [--rounds N] [--hidden H] [--layers L]   (defaults 5, 2048, 6)
+# Usage: bench/zero.sh [--rounds N] [--hidden H] [--layers L]   (defaults 5, 2048, 6; --rounds 0: memory only)
 set -euo pipefail
 # shellcheck source=../scripts/common.sh source-path=SCRIPTDIR
 source "$(dirname "$0")/../scripts/common.sh"
@@ -31,10 +31,11 @@ run() {
   COMPARE_RSS_DIR="$work/rss" mpirun -np "$np" --oversubscribe "$MNDDP_ROOT/bench/peak_rss.sh" \
     "$MNDDP_BUILD_DIR/mnddp" train --train-data "$work/data/train_*.h5" --val-data "" --num-classes 4 \
     --model mlp --hidden "$hidden" --layers "$layers" --optimizer adamw --batch-size 32 --max-steps "$steps" \
-    --epochs 1 --threads 1 --metrics-file "" --checkpoint-dir "" --progress off --zero "$zero" >"$work/out" 2>&1 ||
+    --epochs 1 --threads 1 --metrics-file "" --checkpoint-dir "" --progress lines --zero "$zero" >"$work/out" 2>&1 ||
     die "mnddp failed: $(tail -5 "$work/out")"
   local state step
-  state=$(grep -o 'optimizer state [0-9.]* MiB on this rank' "$work/out" | head -1 | awk '{print $3}')
+  # --zero 0 logs no such line: its state is the whole model's, 2 copies (AdamW) of every parameter.
+  state=$(grep -o 'optimizer state [0-9.]* MiB on this rank' "$work/out" | head -1 | awk '{print $3}' || true)
   [ -n "$state" ] || state=$(awk -v h="$hidden" -v l="$layers" 'BEGIN{p = 256*h + h + (l-1)*(h*h + h) + h*4 + 4; printf "%.2f", 2*4*p/1048576}')
   step=$(grep -o 'step time *[0-9.]* ms per step' "$work/out" | awk '{print $3}')
   cat "$work"/rss/rank.* | awk -v s="$state" -v t="$step" \
@@ -51,6 +52,7 @@ for np in 1 2 4; do
   done
 done
 
+[ "$rounds" -gt 0 ] || exit 0  # --rounds 0: the memory table only
 echo
 echo "# ZeRO step time on 2 ranks, against --zero 0 of the same round ($rounds rounds, 30 steps each)"
 ratios1=() ratios2=() base=()

@@ -11,15 +11,29 @@ GradientShards::GradientShards(ShardLayout layout, int rank, std::vector<at::Ten
   for (std::size_t b = 0; b < layout_.bucket_count(); ++b) kept_.push_back(at::zeros({layout_.chunk(b)}, kept[b]));
 }
 
+namespace {
+
+// The smallest pooled buffer that fits (buckets are mostly the same size: the cap).
+template <typename Pool>
+auto best_fit(Pool& pool, std::int64_t needed, const at::TensorOptions& options) {
+  auto best = pool.end();
+  for (auto it = pool.begin(); it != pool.end(); ++it)
+    if (it->scalar_type() == options.dtype().toScalarType() && it->device() == options.device() &&
+        it->numel() >= needed && (best == pool.end() || it->numel() < best->numel()))
+      best = it;
+  return best;
+}
+
+}  // namespace
+
+bool GradientShards::has_free(std::size_t bucket) const {
+  return best_fit(pool_, layout_.padded(bucket), wire_[bucket]) != pool_.end();
+}
+
 at::Tensor GradientShards::acquire(std::size_t bucket) {
   const std::int64_t needed = layout_.padded(bucket);
+  auto best = best_fit(pool_, needed, wire_[bucket]);
   const at::TensorOptions& options = wire_[bucket];
-  // The smallest pooled buffer that fits (buckets are mostly the same size: the cap).
-  auto best = pool_.end();
-  for (auto it = pool_.begin(); it != pool_.end(); ++it)
-    if (it->scalar_type() == options.dtype().toScalarType() && it->device() == options.device() &&
-        it->numel() >= needed && (best == pool_.end() || it->numel() < best->numel()))
-      best = it;
   at::Tensor storage;
   if (best != pool_.end()) {
     storage = std::move(*best);

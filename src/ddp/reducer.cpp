@@ -222,6 +222,11 @@ void Reducer::stage_gradient(std::size_t index, const at::Tensor* grad) {
   Bucket& bucket = *buckets_[bucket_of_[index]];
   at::Tensor& param = params_[index];
   if (shards_ && !bucket.flat.defined()) {
+    // A bounded pool: rather than allocate while a launched bucket's reduce-scatter is still in
+    // flight, wait for the oldest and take its buffer (all ranks launch in the same order, so it
+    // completes). Without this every bucket of the model was alive at the end of backward, which
+    // is the whole gradient again.
+    while (!shards_->has_free(bucket_of_[index]) && next_release_ < next_launch_) release_oldest_bucket();
     bucket.storage = shards_->acquire(bucket_of_[index]);
     bucket.flat = bucket.storage.narrow(0, 0, shards_->layout().padded(bucket_of_[index]));
   }
@@ -251,14 +256,19 @@ void Reducer::launch_complete_buckets() {
 
 void Reducer::release_finished_buckets(bool wait) {
   while (next_release_ < next_launch_) {
-    Bucket& bucket = *buckets_[next_release_];
-    if (!wait && !bucket.work->is_completed()) return;  // in order: the channel runs them in order
-    bucket.work->wait(current_stream_of(bucket.flat));
-    shards_->keep_chunk_and_release(next_release_, bucket.flat, std::move(bucket.storage));
-    bucket.flat = at::Tensor();
-    bucket.storage = at::Tensor();
-    ++next_release_;
+    // In order: the channel runs them in order.
+    if (!wait && !buckets_[next_release_]->work->is_completed()) return;
+    release_oldest_bucket();
   }
+}
+
+void Reducer::release_oldest_bucket() {
+  Bucket& bucket = *buckets_[next_release_];
+  bucket.work->wait(current_stream_of(bucket.flat));
+  shards_->keep_chunk_and_release(next_release_, bucket.flat, std::move(bucket.storage));
+  bucket.flat = at::Tensor();
+  bucket.storage = at::Tensor();
+  ++next_release_;
 }
 
 void Reducer::launch(Bucket& bucket) {

@@ -267,6 +267,7 @@ void Trainer::apply_sharded_gradients(std::int64_t step, double step_loss) {
     ++r.skipped_steps;
     spdlog::warn("step {}: inf/NaN gradients under fp16 loss scale {}; step skipped", step, r.scaler->current_scale());
   }
+  zero.release_gradients();
   r.scaler->update();
   if (r.faults.drifts_replica(step)) flip_mantissa_bit(r.model->parameters().front());
 }

@@ -136,6 +136,10 @@ const std::vector<at::Tensor>& ZeroPartition::bind_gradients() {
   return pieces_;
 }
 
+void ZeroPartition::release_gradients() {
+  for (auto& piece : pieces_) piece.mutable_grad() = at::Tensor();
+}
+
 bool ZeroPartition::gradients_finite() {
   std::vector<at::Tensor> grads;
   for (const auto& piece : pieces_) grads.push_back(piece.grad());

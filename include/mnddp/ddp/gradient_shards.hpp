@@ -22,6 +22,8 @@ class GradientShards {
   const ShardLayout& layout() const { return layout_; }
   int rank() const { return rank_; }
 
+  // Whether the pool holds a buffer that fits bucket `bucket`.
+  bool has_free(std::size_t bucket) const;
   // A buffer of at least bucket `bucket`'s padded size (from the pool, or new) whose padding is zero;
   // use its first padded() elements.
   at::Tensor acquire(std::size_t bucket);

@@ -109,6 +109,7 @@ class Reducer {
   // shard_gradients: keeps the chunks of the launched buckets whose reduce-scatter has finished
   // (all of them, waiting, with `wait`) and returns their buffers to the pool.
   void release_finished_buckets(bool wait);
+  void release_oldest_bucket();  // waits for it
 
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;

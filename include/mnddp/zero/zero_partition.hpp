@@ -41,6 +41,9 @@ class ZeroPartition final : public ShardedOptimizerState {
   // After the reducer's finalize(): points each piece's gradient at this rank's share of the averaged
   // gradients (none where the parameter has none) and returns the pieces.
   const std::vector<at::Tensor>& bind_gradients();
+  // Drops the pieces' gradients after the step: at stage 1 they are views of the parameters' whole
+  // gradients, whose memory would otherwise live on beside the next backward's.
+  void release_gradients();
   // Collective: whether the gradients of every rank's pieces are finite.
   bool gradients_finite();
   // Collective: torch's clip_grad_norm_ over the whole model (the norm adds every rank's pieces).
