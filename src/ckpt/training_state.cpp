@@ -231,7 +231,12 @@ void write_snapshot(ParallelCheckpointWriter& writer, const StateSnapshot& snaps
 std::uint64_t StateSnapshot::bytes() const {
   std::uint64_t total = 0;
   for (const auto& array : arrays) total += array.tensor.nbytes();
-  for (const auto& share : shares) total += share.values.nbytes();
+  // A share's array is written whole (by every rank together): its size is the file's.
+  for (const auto& share : shares) {
+    std::int64_t values = 1;
+    for (auto d : share.shape) values *= d;
+    total += static_cast<std::uint64_t>(values) * share.values.element_size();
+  }
   return total;
 }
 

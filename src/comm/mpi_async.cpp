@@ -2,9 +2,12 @@
 // signalled through a condition variable.
 #include "mpi_async.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <exception>
 
@@ -118,8 +121,13 @@ const char* kind_name(AsyncKind kind) { return kind == AsyncKind::AllReduce ? "a
 std::shared_ptr<CommWork> AsyncChannel::submit(AsyncKind kind, void* buffer, std::size_t count, DType dtype,
                                                ReduceOp op) {
   check_reducible(dtype, op);
-  if (kind == AsyncKind::ReduceScatter && count > kMaxChunk)
-    throw std::invalid_argument("reduce_scatter: the count per rank exceeds the MPI int limit");
+  // MPI_Reduce_scatter_block takes an int count per rank, and implementations size the whole buffer
+  // (count x ranks) in an int too.
+  if (kind == AsyncKind::ReduceScatter && count * static_cast<std::size_t>(size_) > static_cast<std::size_t>(INT_MAX))
+    throw std::invalid_argument(
+        fmt::format("reduce-scatter of {} values over {} ranks exceeds MPI's int counts: a bucket this large needs "
+                    "--zero 1 or the NCCL backend",
+                    count * static_cast<std::size_t>(size_), size_));
   auto queued = std::make_shared<Op>();
   queued->kind = kind;
   queued->buffer = buffer;

@@ -20,13 +20,14 @@ namespace mnddp {
 namespace {
 
 // The param groups of `groups` with their options: `decayed` for the first, `excluded` for the
-// second; an empty group is left out.
+// second; an empty group is left out unless `groups.keep_empty` (ZeRO) says otherwise.
 template <typename Options>
 std::vector<torch::optim::OptimizerParamGroup> param_groups(const ParameterGroups& groups, const Options& decayed,
                                                             const Options& excluded) {
   std::vector<torch::optim::OptimizerParamGroup> out;
-  if (!groups.decay.empty()) out.emplace_back(groups.decay, std::make_unique<Options>(decayed));
-  if (!groups.no_decay.empty()) out.emplace_back(groups.no_decay, std::make_unique<Options>(excluded));
+  if (!groups.decay.empty() || groups.keep_empty) out.emplace_back(groups.decay, std::make_unique<Options>(decayed));
+  if (!groups.no_decay.empty() || (groups.keep_empty && groups.split))
+    out.emplace_back(groups.no_decay, std::make_unique<Options>(excluded));
   return out;
 }
 

@@ -81,6 +81,9 @@ at::Tensor ZeroPartition::flat_view(std::size_t param) const {
 
 ParameterGroups ZeroPartition::parameter_groups(bool no_decay_norm_bias) const {
   ParameterGroups groups;
+  // A rank may own no piece of a group (or none at all): it still joins the group's collectives.
+  groups.keep_empty = true;
+  groups.split = no_decay_norm_bias;
   for (std::size_t k = 0; k < owned_.size(); ++k) {
     const std::size_t i = owned_[k].param;
     const std::string name = fmt::format("{}[{}:{}]", reducer_.names()[i], owned_[k].param_offset,

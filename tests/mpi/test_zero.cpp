@@ -29,9 +29,9 @@ std::shared_ptr<nn::SequentialImpl> make_net() {
   return std::make_shared<nn::SequentialImpl>(nn::Linear(12, 37), nn::Tanh(), nn::Linear(37, 5));
 }
 
-at::Tensor rank_input(int rank) {
+at::Tensor rank_input(int rank, std::int64_t features = 12) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1000 + 17 * rank);
-  return at::randn({16, 12}, gen);
+  return at::randn({16, features}, gen);
 }
 
 DdpOptions tiny_buckets(bool shard_gradients) {
@@ -44,7 +44,8 @@ DdpOptions tiny_buckets(bool shard_gradients) {
 
 void backward(DistributedDataParallel& ddp, nn::SequentialImpl& net, int rank, double scale = 1.0) {
   ddp.zero_grad();
-  const at::Tensor loss = net.forward(rank_input(rank)).pow(2).mean() * scale;
+  const auto features = net.parameters().front().size(1);
+  const at::Tensor loss = net.forward(rank_input(rank, features)).pow(2).mean() * scale;
   ddp.prepare_for_backward(loss);
   loss.backward();
   ddp.finalize();
@@ -60,13 +61,15 @@ TrainingConfig adamw() {
 
 // A model with DDP and, for ZeRO, its partition and an optimizer over the pieces.
 struct Replica {
-  Replica(Communicator& comm, int stage) : net(make_net()), ddp(net, comm, tiny_buckets(stage >= 2)) {
+  Replica(Communicator& comm, int stage, TrainingConfig config = adamw(),
+          std::shared_ptr<nn::SequentialImpl> model = make_net())
+      : net(std::move(model)), ddp(net, comm, tiny_buckets(stage >= 2)) {
     if (stage == 0) {
-      optimizer = make_optimizer(adamw(), net->named_parameters());
+      optimizer = make_optimizer(config, net->named_parameters());
       return;
     }
     zero = std::make_unique<ZeroPartition>(stage, ddp.reducer(), comm);
-    optimizer = make_optimizer(adamw(), zero->parameter_groups(effective_no_decay_norm_bias(adamw())));
+    optimizer = make_optimizer(config, zero->parameter_groups(effective_no_decay_norm_bias(config)));
     zero->attach(*optimizer);
   }
   void step(int rank) {
@@ -175,4 +178,25 @@ TEST_F(ZeroTest, GatheredStateIsTheWholeOptimizersAndScatteringItContinuesTheRun
   resumed.step(comm.rank());
   for (std::size_t i = 0; i < resumed.net->parameters().size(); ++i)
     EXPECT_TRUE(at::equal(resumed.net->parameters()[i], sharded.net->parameters()[i])) << "parameter " << i;
+}
+
+// LAMB's trust ratios are collective under ZeRO, group by group. A model of 6 values fits in rank 0's
+// first 32-value chunk, so every other rank owns no piece at all: it must still join each group's
+// norms (or rank 0 waits in them while the others go on to the all-gather).
+TEST_F(ZeroTest, LambWithRanksThatOwnNothingStepsLikeTheWholeOptimizer) {
+  auto tiny = [] {
+    torch::manual_seed(11);
+    return std::make_shared<nn::SequentialImpl>(nn::Linear(2, 2));
+  };
+  TrainingConfig lamb = adamw();
+  lamb.optimizer = OptimizerKind::Lamb;
+  lamb.weight_decay = 0.01;
+  Replica whole(comm, 0, lamb, tiny()), sharded(comm, 2, lamb, tiny());
+  ASSERT_EQ(sharded.zero->layout().owned_elements(comm.size() - 1), 0) << "the last rank must own nothing";
+  for (int i = 0; i < 2; ++i) {
+    whole.step(comm.rank());
+    sharded.step(comm.rank());
+  }
+  for (std::size_t i = 0; i < whole.net->parameters().size(); ++i)
+    EXPECT_TRUE(at::allclose(sharded.net->parameters()[i], whole.net->parameters()[i], 1e-5, 1e-7)) << i;
 }

@@ -24,6 +24,11 @@ struct ParameterGroups {
   std::vector<at::Tensor> decay;
   std::vector<std::string> no_decay_names;
   std::vector<at::Tensor> no_decay;
+  // Under ZeRO every rank must have the same groups even where it holds no piece of them: LARS and
+  // LAMB take collective norms per group. Then the decayed group is always made, and the excluded
+  // one whenever the split is on (`split`); otherwise an empty group is left out.
+  bool keep_empty = false;
+  bool split = false;
 };
 bool excluded_from_decay(const at::Tensor& parameter);
 ParameterGroups split_parameter_groups(const torch::OrderedDict<std::string, at::Tensor>& named_parameters,
