@@ -14,6 +14,10 @@ static_assert(std::endian::native == std::endian::little, "checkpoint checksums 
 
 std::size_t checksum_block_count(std::size_t bytes) { return (bytes + kChecksumBlockBytes - 1) / kChecksumBlockBytes; }
 
+std::pair<std::size_t, std::size_t> checksum_blocks_share(std::size_t blocks, std::size_t share, std::size_t shares) {
+  return {blocks * share / shares, blocks * (share + 1) / shares};
+}
+
 std::uint64_t block_hash(const void* data, std::size_t bytes) { return XXH3_64bits(data, bytes); }
 
 std::uint64_t checksum_of_blocks(const std::vector<std::uint64_t>& block_hashes) {

@@ -55,7 +55,7 @@ CheckpointReader::BlockHashes CheckpointReader::hash_blocks(const std::string& p
   const std::size_t element = dtype_size(dtype);
   const std::size_t bytes = static_cast<std::size_t>(product(shape)) * element;
   out.blocks = checksum_block_count(bytes);
-  const std::size_t first = out.blocks * share / shares, last = out.blocks * (share + 1) / shares;
+  const auto [first, last] = checksum_blocks_share(out.blocks, share, shares);
   if (first == last) return out;
   const auto begin = static_cast<std::int64_t>(first * kChecksumBlockBytes / element);
   const auto end = static_cast<std::int64_t>(std::min(bytes, last * kChecksumBlockBytes) / element);

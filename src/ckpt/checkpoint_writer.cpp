@@ -49,8 +49,7 @@ Slab slab_of(const ArrayView& array, int rank, int size) {
 // Rank r's share of an array's checksum blocks: [r*n/W, (r+1)*n/W). Any rank can hash any block, the
 // array being replicated; the split only spreads the work.
 std::pair<std::size_t, std::size_t> blocks_of(std::size_t blocks, int rank, int size) {
-  const auto r = static_cast<std::size_t>(rank), w = static_cast<std::size_t>(size);
-  return {blocks * r / w, blocks * (r + 1) / w};
+  return checksum_blocks_share(blocks, static_cast<std::size_t>(rank), static_cast<std::size_t>(size));
 }
 
 std::vector<std::uint64_t> hash_blocks(const ArrayView& array, std::size_t array_bytes, std::size_t first,

@@ -15,8 +15,9 @@ namespace mnddp {
 namespace {
 
 std::size_t share_of(std::size_t blocks, int rank, int size) {
-  const auto r = static_cast<std::size_t>(rank), w = static_cast<std::size_t>(size);
-  return blocks * (r + 1) / w - blocks * r / w;
+  const auto [first, last] =
+      checksum_blocks_share(blocks, static_cast<std::size_t>(rank), static_cast<std::size_t>(size));
+  return last - first;
 }
 
 }  // namespace

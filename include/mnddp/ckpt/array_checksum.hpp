@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace mnddp {
@@ -18,6 +19,9 @@ inline constexpr std::size_t kChecksumBlockBytes = std::size_t{1} << 20;
 
 // How many blocks `bytes` bytes make.
 std::size_t checksum_block_count(std::size_t bytes);
+// Share `share` of `shares` of an array's `blocks` checksum blocks: [blocks*share/shares,
+// blocks*(share+1)/shares). How the writers and the parallel verification spread the hashing.
+std::pair<std::size_t, std::size_t> checksum_blocks_share(std::size_t blocks, std::size_t share, std::size_t shares);
 // XXH3-64 of one block (or of any bytes).
 std::uint64_t block_hash(const void* data, std::size_t bytes);
 // The array checksum from its block hashes, in order.
