@@ -176,6 +176,11 @@ std::vector<OptionSpec> build_table() {
   t.parsed<ResumeFrom>("resume", &C::resume,
                        "auto (newest valid checkpoint in checkpoint-dir), none, or a checkpoint path",
                        "auto | none | PATH", parse_resume_from, [](const ResumeFrom& r) { return r.text(); });
+  t.add("allow-batch-change", &C::allow_batch_change,
+        "on resume, train on with this run's global batch (ranks x batch-size x grad-accum-steps) when it differs "
+        "from the checkpoint's, in a new sample order; false keeps the checkpoint's by changing batch-size or "
+        "grad-accum-steps, or refuses where the world size cannot divide it",
+        Check<bool>{});
 
   t.add("checkpoint-minutes", &C::checkpoint_minutes, "also checkpoint every this many minutes; 0 disables",
         at_least(0.0));

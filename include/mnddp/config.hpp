@@ -96,10 +96,13 @@ struct TrainingConfig {
   std::string checkpoint_dir;            // empty: no checkpoints
   std::int64_t checkpoint_interval = 0;  // steps; 0: only at the end
   int keep_last = 3;
-  std::string keep_best;            // a validation metric: its best checkpoint is kept as best.h5; empty: off
-  bool checkpoint_async = true;     // write checkpoints beside training (after a host copy of the state)
-  ResumeFrom resume;                // auto | none | PATH
-  double checkpoint_minutes = 0.0;  // also checkpoint every this many minutes; 0: off
+  std::string keep_best;         // a validation metric: its best checkpoint is kept as best.h5; empty: off
+  bool checkpoint_async = true;  // write checkpoints beside training (after a host copy of the state)
+  ResumeFrom resume;             // auto | none | PATH
+  // On resume, train on with this run's global batch when it differs from the checkpoint's (and so
+  // a new sample order); otherwise the checkpoint's is kept, or the run refuses.
+  bool allow_batch_change = false;
+  double checkpoint_minutes = 0.0;                        // also checkpoint every this many minutes; 0: off
   std::vector<int> preempt_signals = {SIGUSR2, SIGTERM};  // checkpoint and exit with code 3 on these
   DeadlineRequest deadline;       // auto: the Slurm job's end; none; or a duration from the start
   double deadline_margin = 30.0;  // seconds the last checkpoint must end before the deadline

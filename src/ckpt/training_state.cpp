@@ -101,6 +101,13 @@ class RootFetcher {
 
   std::int64_t integer_attribute(const std::string& name) { return std::stoll(text_attribute(name)); }
 
+  bool has_attribute(const std::string& name) {
+    std::int64_t present = 0;
+    on_root_then_agree(comm_, [&] { present = reader_->has_attribute(name) ? 1 : 0; });
+    comm_.broadcast(&present, 1, DType::I64, 0);
+    return present != 0;
+  }
+
   std::string text_attribute(const std::string& name) {
     std::string value;
     on_root_then_agree(comm_, [&] { value = reader_->attribute(name); });
@@ -113,6 +120,23 @@ class RootFetcher {
   Communicator& comm_;
   std::optional<CheckpointReader> reader_;  // rank 0 only
 };
+
+// The position attributes, and this rank's interval loss (the mean of the old ranks' on another
+// world size).
+TrainingPosition read_position(RootFetcher& file, Communicator& comm) {
+  TrainingPosition position;
+  position.step = file.integer_attribute("step");
+  position.epoch = file.integer_attribute("epoch");
+  position.global_batches_done = file.integer_attribute("global_batches_done");
+  position.world_size = file.integer_attribute("world_size");
+  position.batch_size = file.integer_attribute("batch_size");
+  position.grad_accum_steps = file.has_attribute("grad_accum_steps") ? file.integer_attribute("grad_accum_steps") : 0;
+  const at::Tensor interval = file.require("progress/interval_loss", {position.world_size});
+  position.interval_loss =
+      comm.size() == position.world_size ? interval[comm.rank()].item<double>() : interval.mean().item<double>();
+  position.interval_steps = file.integer_attribute("interval_steps");
+  return position;
+}
 
 }  // namespace
 
@@ -172,7 +196,7 @@ StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, 
   add("scaler/scale", scale);
   add("scaler/growth_tracker", growth);
 
-  // Per-rank RNG (dropout streams differ by rank): gathered into one [world, bytes] array each.
+  // Per-rank RNG (a TorchScript model's dropout draws from it): gathered into one [world, bytes] array each.
   add("rng/cpu", gather_states(comm, generator_state(at::detail::getDefaultCPUGenerator())));
   if (at::Generator cuda = cuda_generator(state.device); cuda.defined())
     add("rng/cuda", gather_states(comm, generator_state(cuda)));
@@ -191,6 +215,7 @@ StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, 
   attribute("global_batches_done", std::to_string(position.global_batches_done));
   attribute("world_size", std::to_string(position.world_size));
   attribute("batch_size", std::to_string(position.batch_size));
+  attribute("grad_accum_steps", std::to_string(position.grad_accum_steps));
   attribute("interval_steps", std::to_string(position.interval_steps));
   attribute("optimizer", std::string(choice_name(state.optimizer_kind)));
   attribute("sample_shape", fmt::format("{}", fmt::join(state.sample_shape, ",")));
@@ -238,6 +263,14 @@ std::uint64_t StateSnapshot::bytes() const {
     total += static_cast<std::uint64_t>(values) * share.values.element_size();
   }
   return total;
+}
+
+CheckpointOrigin read_checkpoint_origin(const std::string& path, Communicator& comm) {
+  RootFetcher file(path, comm);
+  CheckpointOrigin origin;
+  origin.position = read_position(file, comm);
+  if (file.has_attribute("config")) origin.config_ini = file.text_attribute("config");
+  return origin;
 }
 
 TrainingPosition read_training_state(const std::string& path, Communicator& comm, const TrainingStateRefs& state) {
@@ -321,16 +354,7 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
   const at::Tensor growth = file.require("scaler/growth_tracker", {1});
   state.scaler.load_state(scale.item<double>(), growth.item<int>());
 
-  TrainingPosition position;
-  position.step = file.integer_attribute("step");
-  position.epoch = file.integer_attribute("epoch");
-  position.global_batches_done = file.integer_attribute("global_batches_done");
-  position.world_size = file.integer_attribute("world_size");
-  position.batch_size = file.integer_attribute("batch_size");
-  const at::Tensor interval = file.require("progress/interval_loss", {position.world_size});
-  position.interval_loss =
-      comm.size() == position.world_size ? interval[comm.rank()].item<double>() : interval.mean().item<double>();
-  position.interval_steps = file.integer_attribute("interval_steps");
+  const TrainingPosition position = read_position(file, comm);
 
   // Each rank continues its own RNG stream; ranks the old run did not have start a fresh,
   // deterministic one.

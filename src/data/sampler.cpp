@@ -94,6 +94,8 @@ DistributedSampler::DistributedSampler(const SamplerOptions& options) : options_
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
     throw Error(fmt::format("DistributedSampler: rank {} is not in a world of {} ranks", o.rank, o.world_size));
   if (o.batch_size < 1) throw UsageError(fmt::format("--batch-size must be at least 1, got {}", o.batch_size));
+  if (o.micro_batches_per_step < 1)
+    throw UsageError(fmt::format("--grad-accum-steps must be at least 1, got {}", o.micro_batches_per_step));
 
   if (o.mode == PartitionMode::Shard) {
     validate_shard_mode(o);
@@ -115,7 +117,7 @@ DistributedSampler::DistributedSampler(const SamplerOptions& options) : options_
           "--batch-size {} (use --partition sample, a smaller --batch-size, or more balanced files from "
           "'mnddp-data reshard')",
           o.world_size, lightest, o.batch_size));
-    batches_per_epoch_ = o.drop_last ? lightest / o.batch_size : (heaviest + o.batch_size - 1) / o.batch_size;
+    batches_per_epoch_ = o.drop_last ? lightest / o.batch_size : padded_batches(heaviest, o.batch_size);
     return;
   }
 
@@ -129,7 +131,12 @@ DistributedSampler::DistributedSampler(const SamplerOptions& options) : options_
         fmt::format("--batch-size {} x {} ranks = {} samples per step exceeds the {} training samples "
                     "(lower --batch-size, use fewer ranks, or set --drop-last false to pad)",
                     o.batch_size, o.world_size, global_batch, o.num_samples));
-  batches_per_epoch_ = o.drop_last ? o.num_samples / global_batch : (o.num_samples + global_batch - 1) / global_batch;
+  batches_per_epoch_ = o.drop_last ? o.num_samples / global_batch : padded_batches(o.num_samples, global_batch);
+}
+
+std::int64_t DistributedSampler::padded_batches(std::int64_t samples, std::int64_t batch) const {
+  const std::int64_t step = batch * options_.micro_batches_per_step;
+  return (samples + step - 1) / step * options_.micro_batches_per_step;
 }
 
 std::vector<std::int64_t> DistributedSampler::global_order(std::int64_t epoch) const {
@@ -242,6 +249,7 @@ std::uint64_t DistributedSampler::fingerprint() const {
   add(o.seed);
   add(o.shuffle ? 1 : 0);
   add(o.drop_last ? 1 : 0);
+  if (!o.drop_last) add(static_cast<std::uint64_t>(o.micro_batches_per_step));
   if (o.mode == PartitionMode::Shard) {
     add(static_cast<std::uint64_t>(o.shuffle_buffer));
     add(static_cast<std::uint64_t>(o.window_shards));

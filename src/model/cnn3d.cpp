@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "mnddp/model/sample_randomness.hpp"
 #include "zoo.hpp"
 
 namespace mnddp {
@@ -47,8 +48,8 @@ class Cnn3d final : public Model {
     dense1_ = register_module("dense1", nn::Linear(flat, 128));
     dense2_ = register_module("dense2", nn::Linear(128, 64));
     output_ = register_module("output", nn::Linear(64, spec.num_outputs));
-    dr1_ = register_module("dr1", nn::Dropout(spec.dropout));
-    dr2_ = register_module("dr2", nn::Dropout(spec.dropout));
+    dr1_ = register_module("dr1", SampleDropout(spec.dropout, sample_randomness_));
+    dr2_ = register_module("dr2", SampleDropout(spec.dropout, sample_randomness_));
     torch::NoGradGuard no_grad;
     for (auto* dense : {&dense1_, &dense2_, &output_}) {
       nn::init::xavier_uniform_((*dense)->weight);
@@ -68,7 +69,7 @@ class Cnn3d final : public Model {
  private:
   nn::ModuleList conv_seq_;
   nn::Linear dense1_{nullptr}, dense2_{nullptr}, output_{nullptr};
-  nn::Dropout dr1_{nullptr}, dr2_{nullptr};
+  SampleDropout dr1_{nullptr}, dr2_{nullptr};
 };
 
 }  // namespace

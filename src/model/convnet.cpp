@@ -2,6 +2,7 @@
 // while the image is larger than 1x1) -> global average pool -> Dropout -> Linear.
 #include <algorithm>
 
+#include "mnddp/model/sample_randomness.hpp"
 #include "zoo.hpp"
 
 namespace mnddp {
@@ -30,7 +31,7 @@ class ConvNet final : public Model {
     }
     features_->push_back(nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
     features_->push_back(nn::Flatten());
-    features_->push_back(nn::Dropout(spec.dropout));
+    features_->push_back(SampleDropout(spec.dropout, sample_randomness_));
     features_->push_back(nn::Linear(channels, spec.num_outputs));
     register_module("features", features_);
   }

@@ -1,4 +1,5 @@
-// MLP: Flatten -> [Linear -> ReLU] x layers -> Dropout -> Linear.
+// MLP: Flatten -> [Linear -> ReLU] x layers -> Dropout (per sample) -> Linear.
+#include "mnddp/model/sample_randomness.hpp"
 #include "zoo.hpp"
 
 namespace mnddp {
@@ -16,7 +17,7 @@ class Mlp final : public Model {
       body_->push_back(nn::ReLU());
       width = spec.hidden;
     }
-    body_->push_back(nn::Dropout(spec.dropout));
+    body_->push_back(SampleDropout(spec.dropout, sample_randomness_));
     body_->push_back(nn::Linear(width, spec.num_outputs));
     register_module("body", body_);
   }

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "fused_bias_linear.hpp"
+#include "mnddp/model/sample_randomness.hpp"
 #include "zoo.hpp"
 
 namespace mnddp {
@@ -55,13 +56,20 @@ TORCH_MODULE(SelfAttention);
 
 // torchvision's EncoderBlock; its MLPBlock is Sequential(Linear, GELU, Dropout, Linear, Dropout).
 struct EncoderBlockImpl : nn::Module {
-  EncoderBlockImpl(std::int64_t width, std::int64_t heads, double dropout)
+  EncoderBlockImpl(std::int64_t width, std::int64_t heads, double dropout,
+                   const std::shared_ptr<SampleRandomness>& randomness)
       : ln_1(register_module("ln_1", ThreadInvariantLayerNorm(nn::LayerNormOptions({width}).eps(kLayerNormEps)))),
         self_attention(register_module("self_attention", SelfAttention(width, heads))),
-        drop(register_module("dropout", nn::Dropout(dropout))),
+        drop(register_module("dropout", SampleDropout(dropout, randomness))),
         ln_2(register_module("ln_2", ThreadInvariantLayerNorm(nn::LayerNormOptions({width}).eps(kLayerNormEps)))),
-        mlp(register_module("mlp", nn::Sequential(FusedBiasLinear(width, 4 * width), nn::GELU(), nn::Dropout(dropout),
-                                                  FusedBiasLinear(4 * width, width), nn::Dropout(dropout)))) {
+        mlp(register_module("mlp", nn::Sequential())) {
+    // One push_back each, not Sequential's variadic constructor: the dropouts' layer numbers must
+    // follow construction order, and the order a call's arguments are evaluated in is unspecified.
+    mlp->push_back(FusedBiasLinear(width, 4 * width));
+    mlp->push_back(nn::GELU());
+    mlp->push_back(SampleDropout(dropout, randomness));
+    mlp->push_back(FusedBiasLinear(4 * width, width));
+    mlp->push_back(SampleDropout(dropout, randomness));
     torch::NoGradGuard no_grad;
     for (auto& item : mlp->named_parameters()) {
       if (item.key().ends_with("weight"))
@@ -77,20 +85,21 @@ struct EncoderBlockImpl : nn::Module {
 
   ThreadInvariantLayerNorm ln_1;
   SelfAttention self_attention;
-  nn::Dropout drop;
+  SampleDropout drop;
   ThreadInvariantLayerNorm ln_2;
   nn::Sequential mlp;
 };
 TORCH_MODULE(EncoderBlock);
 
 struct EncoderImpl : nn::Module {
-  EncoderImpl(std::int64_t length, const ModelSpec& spec)
+  EncoderImpl(std::int64_t length, const ModelSpec& spec, const std::shared_ptr<SampleRandomness>& randomness)
       : pos_embedding(register_parameter("pos_embedding", at::empty({1, length, spec.hidden}).normal_(0.0, 0.02))),
-        drop(register_module("dropout", nn::Dropout(spec.dropout))),
+        drop(register_module("dropout", SampleDropout(spec.dropout, randomness))),
         layers(register_module("layers", nn::ModuleDict())),
         ln(register_module("ln", ThreadInvariantLayerNorm(nn::LayerNormOptions({spec.hidden}).eps(kLayerNormEps)))) {
     for (int i = 0; i < spec.layers; ++i)
-      layers->update({{fmt::format("encoder_layer_{}", i), EncoderBlock(spec.hidden, spec.heads, spec.dropout).ptr()}});
+      layers->update({{fmt::format("encoder_layer_{}", i),
+                       EncoderBlock(spec.hidden, spec.heads, spec.dropout, randomness).ptr()}});
   }
   at::Tensor forward(at::Tensor x) {
     x = drop->forward(x + pos_embedding);
@@ -99,7 +108,7 @@ struct EncoderImpl : nn::Module {
   }
 
   at::Tensor pos_embedding;
-  nn::Dropout drop;
+  SampleDropout drop;
   nn::ModuleDict layers;
   ThreadInvariantLayerNorm ln;
 };
@@ -113,7 +122,7 @@ class Vit final : public Model {
             "conv_proj",
             nn::Conv2d(nn::Conv2dOptions(spec.input_shape[0], spec.hidden, spec.patch_size).stride(spec.patch_size)))),
         class_token_(register_parameter("class_token", at::zeros({1, 1, spec.hidden}))),
-        encoder_(register_module("encoder", Encoder(sequence_length(spec), spec))),
+        encoder_(register_module("encoder", Encoder(sequence_length(spec), spec, sample_randomness_))),
         heads_(register_module("heads", nn::Sequential())) {
     heads_->push_back("head", FusedBiasLinear(spec.hidden, spec.num_outputs));
     torch::NoGradGuard no_grad;

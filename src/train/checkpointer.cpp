@@ -76,13 +76,7 @@ Checkpointer::Checkpointer(CheckpointerOptions options, MpiComm& control, const 
 
 Checkpointer::~Checkpointer() = default;
 
-std::optional<Checkpointer::Resumed> Checkpointer::resume(const TrainingStateRefs& state) {
-  const std::string path = CheckpointManager::resolve_resume(control_, options_.directory, options_.resume);
-  if (path.empty()) {
-    if (options_.resume.mode == ResumeFrom::Mode::Auto && !options_.directory.empty())
-      spdlog::info("no checkpoint in '{}': starting from scratch", options_.directory);
-    return std::nullopt;
-  }
+Checkpointer::Resumed Checkpointer::resume(const TrainingStateRefs& state, const std::string& path) {
   Resumed resumed{read_training_state(path, control_, state), path};
   schedule_ = CheckpointSchedule(options_.schedule, resumed.position.step, Clock::now());
   if (!options_.keep_best.empty()) {

@@ -27,6 +27,7 @@ SamplerOptions sampler_options(const TrainingConfig& config, const ShardIndex& t
   sampling.seed = static_cast<std::uint64_t>(config.seed);
   sampling.shuffle = config.shuffle;
   sampling.drop_last = config.drop_last;
+  sampling.micro_batches_per_step = config.grad_accum_steps;
   sampling.mode = config.partition;
   sampling.shard_sizes = train.shard_sizes();
   sampling.shuffle_buffer = config.shuffle_buffer;
@@ -125,26 +126,6 @@ StepPlan plan_steps(const TrainingConfig& config, std::int64_t batches_per_epoch
   plan.total_steps = plan.steps_per_epoch * config.epochs;
   if (config.max_steps > 0) plan.total_steps = std::min(plan.total_steps, config.max_steps);
   return plan;
-}
-
-void check_resume_fits(const TrainingConfig& config, const TrainingPosition& position, const RankInfo& rank,
-                       const std::string& path) {
-  // Both deal their units (files, chunks) to ranks by world size: the order cannot continue on another.
-  const char* dealt_by_world_size = config.partition == PartitionMode::Shard    ? "--partition shard assigns files"
-                                    : config.shuffle_unit == ShuffleUnit::Chunk ? "--shuffle-unit chunk deals chunks"
-                                                                                : nullptr;
-  if (dealt_by_world_size != nullptr && position.world_size != rank.world_size)
-    throw UsageError(fmt::format(
-        "--resume '{}': written by {} ranks, resumed by {}; {} by world size, so its order cannot continue (use the "
-        "same number of ranks, or {})",
-        path, position.world_size, rank.world_size, dealt_by_world_size,
-        config.partition == PartitionMode::Shard ? "--partition sample" : "--shuffle-unit sample"));
-  const std::int64_t global_batch = rank.world_size * config.batch_size;
-  if (position.world_size * position.batch_size != global_batch)
-    spdlog::warn(
-        "resuming '{}' with a global batch of {} where it was written with {} ({} ranks x {}): the sample "
-        "order from here on differs from the original run",
-        path, global_batch, position.world_size * position.batch_size, position.world_size, position.batch_size);
 }
 
 }  // namespace mnddp

@@ -46,13 +46,13 @@ double peak_gpu_mib(c10::Device device) {
 Trainer::Trainer(const TrainingConfig& config, const RankInfo& rank, MpiComm& control, GradientCommWrapper wrap)
     : run_(set_up_training(config, rank, control, std::move(wrap))) {
   const TrainingRun& r = *run_;
+  const TrainingConfig& c = r.config;  // with the batch shape a resume kept
   spdlog::info("task {}, model {}: {} parameters; {} training samples in {} shards, sample shape [{}]",
-               choice_name(config.task), config.model.text(), parameter_count(*r.model),
-               r.data.train_index.num_samples(), r.data.train_index.shards.size(),
-               fmt::join(r.data.train_index.sample_shape, ", "));
+               choice_name(c.task), c.model.text(), parameter_count(*r.model), r.data.train_index.num_samples(),
+               r.data.train_index.shards.size(), fmt::join(r.data.train_index.sample_shape, ", "));
   spdlog::info("global batch {} = {} ranks x {} x {} accumulation; {} steps per epoch, {} steps in all",
-               r.samples_per_step(), rank.world_size, config.batch_size, config.grad_accum_steps,
-               r.data.steps.steps_per_epoch, r.data.steps.total_steps);
+               r.samples_per_step(), rank.world_size, c.batch_size, c.grad_accum_steps, r.data.steps.steps_per_epoch,
+               r.data.steps.total_steps);
 }
 
 Trainer::~Trainer() = default;
@@ -98,8 +98,8 @@ TrainResult Trainer::run() {
   }
   // The final state is always kept when checkpointing (unless this step was just saved).
   const auto begin = Clock::now();
-  r.checkpointer->after_step({step, r.config.epochs, 0, r.rank.world_size, r.config.batch_size, r.log->interval_loss(),
-                              r.log->interval_steps()},
+  r.checkpointer->after_step({step, r.config.epochs, 0, r.rank.world_size, r.config.batch_size,
+                              r.config.grad_accum_steps, r.log->interval_loss(), r.log->interval_steps()},
                              /*last=*/true, r.state_refs());
   r.observers.checkpoint_blocked(step, begin, Clock::now());
   result.steps = step;
@@ -130,8 +130,8 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
   Loader loader(*r.data.train_reader, std::move(indices), c.batch_size, loading);
 
   auto position = [&](std::int64_t at_epoch, std::int64_t batches_done) {
-    return TrainingPosition{
-        step, at_epoch, batches_done, r.rank.world_size, c.batch_size, r.log->interval_loss(), r.log->interval_steps()};
+    return TrainingPosition{step,         at_epoch, batches_done,           r.rank.world_size,
+                            c.batch_size, accum,    r.log->interval_loss(), r.log->interval_steps()};
   };
   EpochEnd end;
   std::int64_t epoch_step = done / accum;
@@ -188,6 +188,8 @@ double Trainer::train_step(Loader& loader, std::int64_t step, double lr) {
     }();
     if (process_startup().finish("first batch"))  // once per process: start-up ends with the first batch
       spdlog::debug("start-up: {}", process_startup().describe());
+    // Dropout masks follow the samples (seed, step, sample index), not the rank that sees them.
+    r.model->sample_randomness().set_batch(static_cast<std::uint64_t>(r.config.seed), step, host->ids);
     // Only the last micro-step of an accumulation communicates.
     step_loss += forward_backward(batch, step, micro + 1 == accum) / accum;
   }

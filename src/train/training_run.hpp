@@ -23,6 +23,7 @@
 #include "mnddp/train/device.hpp"
 #include "mnddp/train/evaluator.hpp"
 #include "mnddp/train/module_options.hpp"
+#include "mnddp/train/resume_plan.hpp"
 #include "mnddp/train/trainer.hpp"
 #include "mnddp/train/training_log.hpp"
 #include "mnddp/zero/zero_partition.hpp"
@@ -43,7 +44,7 @@ struct TrainingRun {
   TrainingRun(const TrainingConfig& c, const RankInfo& r, MpiComm& m)
       : config(c), rank(r), control(m), faults(c.inject_fault, r) {}
 
-  TrainingConfig config;
+  TrainingConfig config;  // as given, with the batch shape a resume keeps (train/resume_plan.hpp)
   RankInfo rank;
   MpiComm& control;  // control plane: metrics, validation counts, agreement, checkpoint I/O
   FaultHooks faults;
@@ -60,7 +61,8 @@ struct TrainingRun {
   std::unique_ptr<LossScaler> scaler;    // enabled for --amp fp16
   std::unique_ptr<Evaluator> evaluator;  // with --val-data
   std::unique_ptr<Checkpointer> checkpointer;
-  TrainingPosition start;  // where the loop begins (from --resume)
+  std::optional<ResumePoint> resume_point;  // the checkpoint --resume found, before anything was built
+  TrainingPosition start;                   // where the loop begins (from --resume)
   std::unique_ptr<TrainingLog> log;
   Observers observers;             // the log, the summary, and --progress, --trace's observers
   std::int64_t skipped_steps = 0;  // steps skipped for inf/NaN gradients
@@ -80,8 +82,8 @@ struct TrainingRun {
 std::int64_t largest_token_if_needed(const TrainingConfig& config, const ShardIndex& train, Communicator& control);
 
 // The model for `task` on samples shaped `sample_shape`, on the device. The same seed on every rank
-// for initialisation (rank 0's weights are broadcast anyway); a per-rank stream afterwards, so
-// dropout masks differ between ranks, as their data does.
+// for initialisation (rank 0's weights are broadcast anyway); a per-rank stream afterwards, for what
+// draws from it (a TorchScript model's own dropout: the built-in models key theirs by sample).
 std::shared_ptr<Model> build_model(const TrainingConfig& config, const std::vector<std::int64_t>& sample_shape,
                                    const Task& task, const DeviceChoice& device, const RankInfo& rank);
 

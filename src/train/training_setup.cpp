@@ -20,6 +20,7 @@
 #include "mnddp/observe/trace_observer.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/train/optim.hpp"
+#include "mnddp/train/resume_plan.hpp"
 #include "training_run.hpp"
 
 namespace mnddp {
@@ -119,13 +120,22 @@ void bind_sync_batch_norm_layers(Model& model, Communicator& gradients, const Tr
                  gradients.size(), gradients.backend_name());
 }
 
+// Reads the checkpoint found before the data (find_resume_point) and restates its position in this
+// run's batch shape (with_resumed_batch chose it).
 void resume(TrainingRun& run) {
-  auto resumed = run.checkpointer->resume(run.state_refs());
-  if (!resumed) return;
-  run.start = resumed->position;
-  check_resume_fits(run.config, run.start, run.rank, resumed->path);
-  spdlog::info("resumed from '{}': step {}, epoch {}, {} global batches into the epoch (written by {} ranks)",
-               resumed->path, run.start.step, run.start.epoch, run.start.global_batches_done, run.start.world_size);
+  if (!run.resume_point) return;
+  const ResumePoint& point = *run.resume_point;
+  run.start = run.checkpointer->resume(run.state_refs(), point.path).position;
+  const BatchShape now{run.rank.world_size, run.config.batch_size, run.config.grad_accum_steps};
+  std::int64_t repeated = 0;
+  run.start.global_batches_done = micro_batches_done_in(point.written, now, &repeated);
+  if (repeated > 0 && run.rank.is_root())
+    spdlog::warn("the new global batch of {} restarts epoch {} at its step {}: the last {} samples done are seen again",
+                 now.global(), run.start.epoch, run.start.global_batches_done / now.grad_accum_steps, repeated);
+  spdlog::info(
+      "resumed from '{}': step {}, epoch {}, {} global batches into the epoch (written by {})", point.path,
+      run.start.step, run.start.epoch, run.start.global_batches_done,
+      BatchShape{point.written.world_size, point.written.batch_size, point.written.grad_accum_steps}.describe());
 }
 
 CheckpointerOptions checkpointer_options(const TrainingConfig& config) {
@@ -134,7 +144,6 @@ CheckpointerOptions checkpointer_options(const TrainingConfig& config) {
   options.keep_last = config.keep_last;
   options.async = config.checkpoint_async;
   options.schedule = checkpoint_schedule_options(config);
-  options.resume = config.resume;
   options.config_ini = to_ini(config);
   options.keep_best = config.keep_best;
   options.deadline = config.deadline;
@@ -207,11 +216,19 @@ void make_sharded_or_whole_optimizer(TrainingRun& r) {
 
 }  // namespace
 
-std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& config, const RankInfo& rank, MpiComm& control,
+std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& given, const RankInfo& rank, MpiComm& control,
                                              GradientCommWrapper wrap) {
-  auto run = std::make_unique<TrainingRun>(config, rank, control);
+  auto run = std::make_unique<TrainingRun>(given, rank, control);
   TrainingRun& r = *run;
   StartupBreakdown& startup = process_startup();
+  // The checkpoint comes first: its global batch decides this run's batch shape, which the sampler,
+  // the step plan and the loader are built from.
+  on_all_then_agree(control, [&] {
+    r.resume_point = find_resume_point(given, control);
+    if (r.resume_point) r.config = with_resumed_batch(given, *r.resume_point, rank);
+  });
+  startup.mark("checkpoint verify");
+  const TrainingConfig& config = r.config;
   on_all_then_agree(control, [&] { r.device = select_device(config.device, rank); });
   r.backend = select_gradient_backend(config.backend, r.device.cuda_index(), r.device.visible_gpus, rank, control);
   startup.mark("device");

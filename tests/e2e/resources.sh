@@ -21,7 +21,7 @@ for rank in 0 1; do
   else fail "rank $rank: resources changed over the run:"$'\n'"$counts"; fi
 done
 # "start-up: T s from process start: libraries a s, MPI init b s, ..., first batch z s", once a rank.
-phases="libraries,MPI init,config,device,shard scan,model build,gradient communicator,DDP broadcast,optimizer,checkpoint resume,first batch"
+phases="libraries,MPI init,config,checkpoint verify,device,shard scan,model build,gradient communicator,DDP broadcast,optimizer,checkpoint resume,first batch"
 for rank in 0 1; do
   CASES=$((CASES + 1))
   lines=$(grep "\[rank $rank/2\].*start-up: " <<<"$ERR$OUT")

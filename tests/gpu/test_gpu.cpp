@@ -22,6 +22,7 @@
 #include "mnddp/data/synth.hpp"
 #include "mnddp/ddp/ddp.hpp"
 #include "mnddp/device_binding.hpp"
+#include "mnddp/model/sample_randomness.hpp"
 #include "mnddp/train/device_batch.hpp"
 #include "mnddp/train/optim.hpp"
 #include "mnddp/train/trainer.hpp"
@@ -365,6 +366,25 @@ std::vector<at::Tensor> adamw_steps(Communicator& control, Communicator& gradien
   std::vector<at::Tensor> out;
   for (auto& p : net->parameters()) out.push_back(p.detach().to(at::kCPU));
   return out;
+}
+
+// The dropout hash is integer tensor ops: the GPU must draw exactly the CPU's masks (a resumed run on
+// other hardware draws the same), channels-last included.
+TEST(SampleDropout, CudaMasksAreBitIdenticalToTheCpus) {
+  MNDDP_REQUIRE_GPU();
+  for (const double p : {0.1, 0.5}) {
+    SampleRandomness randomness;
+    randomness.add_layer();
+    randomness.add_layer();
+    std::vector<std::int64_t> ids(40);
+    for (std::int64_t i = 0; i < 40; ++i) ids[i] = i * 1000003;
+    randomness.set_batch(11, 5, ids);
+    const at::Tensor cpu = at::empty({40, 3, 33, 17});  // two blocks of rows on the CPU, one on the GPU
+    const at::Tensor cuda = cpu.to(at::kCUDA).contiguous(at::MemoryFormat::ChannelsLast);
+    for (int layer = 0; layer < 2; ++layer)
+      EXPECT_TRUE(at::equal(randomness.keep_mask(layer, cuda, p).cpu(), randomness.keep_mask(layer, cpu, p)))
+          << "layer " << layer << ", p = " << p;
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "mnddp/data/sampler.hpp"
 #include "mnddp/error.hpp"
@@ -164,6 +165,41 @@ TEST(EvalIndices, ContiguousSplitCountsEverySampleOnce) {
     EXPECT_LE(largest - smallest, 1u);
   }
   EXPECT_EQ(eval_indices(10, 3, 1), (std::vector<std::int64_t>{3, 4, 5}));
+}
+
+// The samples of each optimizer step (every rank's micro-batches), as a sorted list per step.
+std::vector<std::vector<std::int64_t>> step_samples(std::int64_t n, int world, std::int64_t batch, std::int64_t accum,
+                                                    bool drop_last, std::int64_t epoch) {
+  std::vector<std::vector<std::int64_t>> steps;
+  for (int r = 0; r < world; ++r) {
+    SamplerOptions o = make_options(n, world, r, batch, drop_last);
+    o.micro_batches_per_step = accum;
+    const DistributedSampler sampler(o);
+    const auto mine = sampler.epoch_indices(epoch);
+    const std::int64_t per_step = batch * accum;
+    steps.resize(static_cast<std::size_t>(sampler.batches_per_epoch() / accum));
+    for (std::size_t s = 0; s < steps.size(); ++s)
+      steps[s].insert(steps[s].end(), mine.begin() + static_cast<std::ptrdiff_t>(s) * per_step,
+                      mine.begin() + static_cast<std::ptrdiff_t>(s + 1) * per_step);
+  }
+  for (auto& step : steps) std::sort(step.begin(), step.end());
+  return steps;
+}
+
+// A resume on another world size keeps the global batch (ranks x batch x accumulation): each step
+// must then hold the same samples, and an epoch the same number of steps, however it is split.
+TEST(Sampler, EveryStepHoldsTheSameSamplesHoweverTheGlobalBatchIsSplit) {
+  for (const bool drop_last : {true, false}) {
+    for (const std::int64_t n : {100, 97, 23}) {
+      const auto reference = step_samples(n, 4, 3, 1, drop_last, 2);  // a global batch of 12
+      ASSERT_FALSE(reference.empty());
+      for (const auto& [world, batch, accum] : std::vector<std::tuple<int, std::int64_t, std::int64_t>>{
+               {2, 3, 2}, {2, 6, 1}, {3, 4, 1}, {3, 2, 2}, {1, 12, 1}, {1, 1, 12}, {6, 1, 2}}) {
+        EXPECT_EQ(step_samples(n, world, batch, accum, drop_last, 2), reference)
+            << n << " samples, drop_last " << drop_last << ": " << world << " ranks x " << batch << " x " << accum;
+      }
+    }
+  }
 }
 
 }  // namespace

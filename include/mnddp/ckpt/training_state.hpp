@@ -29,6 +29,9 @@ struct TrainingPosition {
   std::int64_t global_batches_done = 0;
   std::int64_t world_size = 1;
   std::int64_t batch_size = 1;  // per rank, when written
+  // Micro-batches per optimizer step when written; 0 when the file does not say (written before it
+  // was recorded: its stored config has it).
+  std::int64_t grad_accum_steps = 1;
   // The log interval in progress, so a resumed run logs the same losses as an uninterrupted one.
   double interval_loss = 0.0;
   std::int64_t interval_steps = 0;
@@ -112,6 +115,14 @@ StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, 
 
 // Collective over the writer's communicator; touches no live torch object (any thread may run it).
 void write_snapshot(ParallelCheckpointWriter& writer, const StateSnapshot& snapshot);
+
+// What a checkpoint was written with: its position (rank 0 reads the attributes; every rank receives
+// them) and its stored config text. Collective; reads no array but the per-rank interval losses.
+struct CheckpointOrigin {
+  TrainingPosition position;
+  std::string config_ini;
+};
+CheckpointOrigin read_checkpoint_origin(const std::string& path, Communicator& comm);
 
 // Collective: rank 0 reads `path` (checksums verified) and every rank receives the state. Throws
 // UsageError naming the checkpoint when it does not fit the model (a missing or misshapen parameter).

@@ -26,6 +26,10 @@ struct SamplerOptions {
   //        few samples are seen twice in that epoch. Shard mode: each rank wraps around its own
   //        order up to the most-loaded rank's batch count.
   bool drop_last = true;
+  // Micro-batches per optimizer step (--grad-accum-steps): with drop_last false the epoch is padded
+  // to whole steps, so its step count depends on the global batch of a step only, not on how it is
+  // split into ranks, batches and accumulation (a resume on another world size keeps it).
+  std::int64_t micro_batches_per_step = 1;
   PartitionMode mode = PartitionMode::Sample;
   // Shard mode: samples per shard in ShardIndex order; shard s holds the global indices
   // [sum of sizes before s, + shard_sizes[s]).
@@ -74,6 +78,8 @@ class DistributedSampler {
 
  private:
   std::vector<std::int64_t> shard_mode_indices(std::int64_t epoch) const;
+  // drop_last false: enough batches of `batch` for `samples`, rounded up to whole steps.
+  std::int64_t padded_batches(std::int64_t samples, std::int64_t batch) const;
 
   SamplerOptions options_;
   std::int64_t batches_per_epoch_ = 0;

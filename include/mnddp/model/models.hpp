@@ -13,12 +13,22 @@
 #include <vector>
 
 #include "mnddp/choices.hpp"
+#include "mnddp/model/sample_randomness.hpp"
 
 namespace mnddp {
 
 class Model : public torch::nn::Module {
  public:
+  Model() : sample_randomness_(std::make_shared<SampleRandomness>()) {}
   virtual at::Tensor forward(at::Tensor x) = 0;
+
+  // What the built-in models' dropout masks are keyed by: call set_batch before each training
+  // forward, so that a sample's masks do not depend on its rank or batch. The TorchScript model
+  // draws its own.
+  SampleRandomness& sample_randomness() { return *sample_randomness_; }
+
+ protected:
+  std::shared_ptr<SampleRandomness> sample_randomness_;  // handed to each SampleDropout
 };
 
 struct ModelSpec {

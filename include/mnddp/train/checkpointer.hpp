@@ -18,7 +18,6 @@
 #include "mnddp/ckpt/async_checkpointer.hpp"
 #include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/ckpt/checkpoint_schedule.hpp"
-#include "mnddp/ckpt/resume_from.hpp"
 #include "mnddp/ckpt/training_state.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/fault/fault_hooks.hpp"
@@ -31,7 +30,6 @@ struct CheckpointerOptions {
   int keep_last = 3;
   bool async = true;
   CheckpointScheduleOptions schedule;
-  ResumeFrom resume;
   std::string config_ini;           // stored in every checkpoint
   std::string keep_best;            // a validation metric; empty: no best.h5
   DeadlineRequest deadline;         // --deadline: when the job will be ended
@@ -50,13 +48,13 @@ class Checkpointer {
 
   bool enabled() const { return schedule_.enabled(); }
 
-  // Collective: reads the checkpoint --resume names into `state` and returns its position (with
-  // the path read), or nullopt when the run starts from scratch.
+  // Collective: reads the checkpoint at `path` (found and verified by find_resume_point, train/
+  // resume_plan.hpp) into `state` and returns its position as written, with the path.
   struct Resumed {
     TrainingPosition position;
     std::string path;
   };
-  std::optional<Resumed> resume(const TrainingStateRefs& state);
+  Resumed resume(const TrainingStateRefs& state, const std::string& path);
 
   // Collective, after a step (`position.step` steps done). `last`: training is complete. Saves when
   // due and reports whether to stop; a stop, and the end of training, wait for the commit.

@@ -49,9 +49,4 @@ struct StepPlan {
 // Throws UsageError when an epoch has fewer micro-batches than one accumulation needs.
 StepPlan plan_steps(const TrainingConfig& config, std::int64_t batches_per_epoch);
 
-// A resumed position against this run: throws UsageError where it cannot continue (--partition
-// shard on another world size); warns where the sample order will differ (another global batch).
-void check_resume_fits(const TrainingConfig& config, const TrainingPosition& position, const RankInfo& rank,
-                       const std::string& path);
-
 }  // namespace mnddp

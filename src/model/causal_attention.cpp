@@ -1,0 +1,22 @@
+// Causal self-attention as nanoGPT's slow path computes it, with a SampleDropout on the probabilities.
+#include "mnddp/model/causal_attention.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+
+#include "mnddp/model/sample_randomness.hpp"
+
+namespace mnddp {
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, SampleDropoutImpl& dropout) {
+  const auto length = q.size(-2);
+  const at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  const at::Tensor future = at::ones({length, length}, q.options().dtype(at::kBool)).triu_(1);
+  const at::Tensor probabilities =
+      at::softmax(scores.masked_fill_(future, -std::numeric_limits<double>::infinity()), -1);
+  return at::matmul(dropout.forward(probabilities), v);
+}
+
+}  // namespace mnddp

@@ -1,0 +1,138 @@
+// Resuming on another world size: the checkpoint found early, and the batch shape that keeps its
+// global batch (or the refusal that names what would).
+#include "mnddp/train/resume_plan.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <vector>
+
+#include "mnddp/ckpt/checkpoint_manager.hpp"
+#include "mnddp/error.hpp"
+
+namespace mnddp {
+namespace {
+
+// The world sizes up to `limit` that divide `global`, for the refusal's advice.
+std::vector<std::int64_t> dividing_world_sizes(std::int64_t global, std::int64_t limit) {
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t m = 1; m <= global && m <= limit; ++m)
+    if (global % m == 0) sizes.push_back(m);
+  return sizes;
+}
+
+// "--batch-size 8 -> 4 and --grad-accum-steps 1 -> 2", or one of them.
+std::string describe_change(const BatchShape& asked, std::int64_t batch, std::int64_t accum) {
+  std::vector<std::string> parts;
+  if (batch != asked.batch_size) parts.push_back(fmt::format("--batch-size {} -> {}", asked.batch_size, batch));
+  if (accum != asked.grad_accum_steps)
+    parts.push_back(fmt::format("--grad-accum-steps {} -> {}", asked.grad_accum_steps, accum));
+  return fmt::format("{}", fmt::join(parts, " and "));
+}
+
+// Checkpoints written before the accumulation was an attribute keep it in their stored config.
+std::int64_t accumulation_of(const CheckpointOrigin& origin) {
+  if (origin.position.grad_accum_steps > 0) return origin.position.grad_accum_steps;
+  if (origin.config_ini.empty()) return 1;
+  try {
+    return parse_ini_text(origin.config_ini).grad_accum_steps;
+  } catch (const UsageError& error) {
+    spdlog::warn("the checkpoint's stored config no longer parses ({}): taking --grad-accum-steps 1 as written",
+                 error.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+std::string BatchShape::describe() const {
+  return fmt::format("{} rank{} x --batch-size {} x --grad-accum-steps {}", world_size, world_size == 1 ? "" : "s",
+                     batch_size, grad_accum_steps);
+}
+
+ResumeBatch plan_resume_batch(const BatchShape& written, const BatchShape& asked, bool allow_change,
+                              const std::string& path) {
+  ResumeBatch plan{asked.batch_size, asked.grad_accum_steps, false, ""};
+  const std::int64_t global = written.global();
+  if (asked.global() == global) return plan;
+  if (allow_change) {
+    plan.global_batch_changed = true;
+    plan.message = fmt::format(
+        "--allow-batch-change: the global batch changes from {} ({}) to {} ({}); the sample order from here on is "
+        "not the original run's, and the learning rate is not rescaled",
+        global, written.describe(), asked.global(), asked.describe());
+    return plan;
+  }
+  if (global % asked.world_size != 0)
+    throw UsageError(fmt::format(
+        "--resume '{}': written with a global batch of {} samples ({}), which {} ranks cannot share equally; run on "
+        "{} ranks to keep it, or pass --allow-batch-change to train on with {} samples per step ({}) in a new sample "
+        "order",
+        path, global, written.describe(), asked.world_size, fmt::join(dividing_world_sizes(global, 4096), ", "),
+        asked.global(), asked.describe()));
+  const std::int64_t per_rank = global / asked.world_size;
+  std::int64_t batch = std::min(asked.batch_size, per_rank);
+  while (per_rank % batch != 0) --batch;
+  plan.batch_size = batch;
+  plan.grad_accum_steps = per_rank / batch;
+  plan.message = fmt::format(
+      "resume on {} ranks: {} keeps the checkpoint's global batch of {} ({}) and its sample order "
+      "(--allow-batch-change "
+      "would train on with {} instead)",
+      asked.world_size, describe_change(asked, plan.batch_size, plan.grad_accum_steps), global, written.describe(),
+      asked.global());
+  return plan;
+}
+
+std::int64_t micro_batches_done_in(const TrainingPosition& written, const BatchShape& now, std::int64_t* repeated) {
+  const std::int64_t samples_done = written.global_batches_done * written.world_size * written.batch_size;
+  const std::int64_t steps_done = samples_done / now.global();
+  *repeated = samples_done - steps_done * now.global();
+  return steps_done * now.grad_accum_steps;
+}
+
+std::optional<ResumePoint> find_resume_point(const TrainingConfig& config, MpiComm& control) {
+  const std::string path = CheckpointManager::resolve_resume(control, config.checkpoint_dir, config.resume);
+  if (path.empty()) {
+    if (config.resume.mode == ResumeFrom::Mode::Auto && !config.checkpoint_dir.empty())
+      spdlog::info("no checkpoint in '{}': starting from scratch", config.checkpoint_dir);
+    return std::nullopt;
+  }
+  CheckpointOrigin origin = read_checkpoint_origin(path, control);
+  ResumePoint point{path, origin.position};
+  std::int64_t accum = 1;
+  on_root_then_agree(control, [&] { accum = accumulation_of(origin); });
+  control.broadcast(&accum, 1, DType::I64, 0);
+  point.written.grad_accum_steps = accum;
+  return point;
+}
+
+TrainingConfig with_resumed_batch(const TrainingConfig& config, const ResumePoint& point, const RankInfo& rank) {
+  const TrainingPosition& written = point.written;
+  // Both deal their units (files, chunks) to ranks by world size: the order cannot continue on another.
+  const char* dealt_by_world_size = config.partition == PartitionMode::Shard    ? "--partition shard assigns files"
+                                    : config.shuffle_unit == ShuffleUnit::Chunk ? "--shuffle-unit chunk deals chunks"
+                                                                                : nullptr;
+  if (dealt_by_world_size != nullptr && written.world_size != rank.world_size && !config.allow_batch_change)
+    throw UsageError(fmt::format(
+        "--resume '{}': written by {} ranks, resumed by {}; {} by world size, so its order cannot continue (use {} "
+        "ranks, or {}, or --allow-batch-change to go on in a new order)",
+        point.path, written.world_size, rank.world_size, dealt_by_world_size, written.world_size,
+        config.partition == PartitionMode::Shard ? "--partition sample" : "--shuffle-unit sample"));
+  const BatchShape before{written.world_size, written.batch_size, written.grad_accum_steps};
+  const BatchShape asked{rank.world_size, config.batch_size, config.grad_accum_steps};
+  const ResumeBatch plan = plan_resume_batch(before, asked, config.allow_batch_change, point.path);
+  if (!plan.message.empty() && rank.is_root()) {
+    if (plan.global_batch_changed)
+      spdlog::warn("{}", plan.message);
+    else
+      spdlog::info("{}", plan.message);
+  }
+  TrainingConfig resumed = config;
+  resumed.batch_size = plan.batch_size;
+  resumed.grad_accum_steps = static_cast<int>(plan.grad_accum_steps);
+  return resumed;
+}
+
+}  // namespace mnddp
