@@ -12,6 +12,7 @@
 #include <chrono>
 #include <ctime>
 #include <optional>
+#include <set>
 
 #include "mnddp/build_config.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
@@ -276,9 +277,13 @@ CheckpointOrigin read_checkpoint_origin(const std::string& path, Communicator& c
 TrainingPosition read_training_state(const std::string& path, Communicator& comm, const TrainingStateRefs& state) {
   RootFetcher file(path, comm);
   torch::NoGradGuard no_grad;
+  // --zero 1|2: the dense parameters are read in pieces, each rank its own, then all-gathered.
+  std::set<std::string> in_pieces;
+  if (state.sharded != nullptr)
+    for (auto& name : state.sharded->parameters_read_in_pieces()) in_pieces.insert("model/" + name);
   for (auto& item : state.model.named_parameters()) {
     at::Tensor& param = item.value();
-    param.copy_(file.require("model/" + item.key(), param.sizes()));
+    if (!in_pieces.contains("model/" + item.key())) param.copy_(file.require("model/" + item.key(), param.sizes()));
   }
   for (auto& item : state.model.named_buffers()) {
     at::Tensor& buffer = item.value();
@@ -293,6 +298,8 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
     source.whole = [&](const std::string& name) { return file.fetch(name); };
     source.has = [&](const std::string& name) { return own->has_array(name); };
     source.share = [&](const std::string& name, std::int64_t first, std::int64_t count, at::IntArrayRef shape) {
+      if (!own->has_array(name))
+        throw UsageError(fmt::format("checkpoint '{}' has no '{}': it was written for a different model", path, name));
       std::vector<std::int64_t> stored;
       const ArrayData data = own->read_share(name, first, count, &stored);
       if (at::IntArrayRef(stored) != shape)
@@ -302,7 +309,11 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
       if (values.nbytes() > 0) std::memcpy(values.data_ptr(), data.bytes.data(), values.nbytes());
       return values;
     };
-    on_all_then_agree(comm, [&] { state.sharded->restore(state.optimizer_kind, source); });
+    on_all_then_agree(comm, [&] {
+      state.sharded->restore(state.optimizer_kind, source);  // collective reads first, then its own
+      state.sharded->read_parameter_pieces(source);
+    });
+    state.sharded->gather_parameters();
   }
   auto& optimizer_state = state.optimizer.state();
   if (state.sharded == nullptr) optimizer_state.clear();

@@ -224,6 +224,24 @@ void ZeroPartition::restore(OptimizerKind kind, const Source& source) {
   }
 }
 
+std::vector<std::string> ZeroPartition::parameters_read_in_pieces() const {
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < reducer_.parameters().size(); ++i)
+    if (reducer_.parameters()[i].is_contiguous()) names.push_back(reducer_.names()[i]);
+  return names;
+}
+
+void ZeroPartition::read_parameter_pieces(const Source& source) {
+  at::NoGradGuard no_grad;
+  const auto& params = reducer_.parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].is_contiguous()) continue;
+    const std::string name = "model/" + reducer_.names()[i];
+    for (std::size_t k : pieces_of_param_[i])
+      pieces_[k].copy_(source.share(name, owned_[k].param_offset, owned_[k].length, params[i].sizes()));
+  }
+}
+
 void ZeroPartition::scatter_state(OptimizerKind kind, const Fetch& fetch) {
   at::NoGradGuard no_grad;
   optimizer_->state().clear();

@@ -1,7 +1,8 @@
 // What a checkpoint holds, taken from and put back into live torch objects: parameters, buffers
 // and optimizer state by parameter name; the loss scaler; per-rank RNG states; the position in
 // training. Writing is collective (every rank calls with the same replicated state); reading is
-// done by rank 0 and broadcast.
+// done by rank 0 and broadcast, except under --zero 1|2, where each rank reads its own pieces of the
+// parameters and optimizer state.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -71,6 +72,14 @@ class ShardedOptimizerState {
   };
   // Collective.
   virtual void restore(OptimizerKind kind, const Source& source) = 0;
+
+  // The parameters too are read in pieces, each rank its own, and all-gathered: the ones named
+  // here (dense ones; the others are read whole). read_parameter_pieces() reads this rank's pieces
+  // from `source.share` alone (no collective: the caller agrees on its failure before
+  // gather_parameters(), which is collective).
+  virtual std::vector<std::string> parameters_read_in_pieces() const = 0;
+  virtual void read_parameter_pieces(const Source& source) = 0;
+  virtual void gather_parameters() = 0;
 };
 
 struct TrainingStateRefs {

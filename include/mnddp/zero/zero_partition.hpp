@@ -61,6 +61,9 @@ class ZeroPartition final : public ShardedOptimizerState {
   // step counts. Restoring, each rank reads only its pieces of the arrays of dense parameters.
   ForCheckpoint for_checkpoint(OptimizerKind kind) override;
   void restore(OptimizerKind kind, const Source& source) override;
+  std::vector<std::string> parameters_read_in_pieces() const override;
+  void read_parameter_pieces(const Source& source) override;
+  void gather_parameters() override { all_gather_parameters(); }
   // Every parameter's state as whole arrays (collective): all-gathered one bucket at a time.
   std::vector<std::pair<std::string, at::Tensor>> gather_state(OptimizerKind kind);
 
