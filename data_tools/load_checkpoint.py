@@ -4,8 +4,10 @@
     model, config = load_checkpoint("ckpt/step-00000384.h5")     # or an `mnddp export` file
     model.eval(); logits = model(x)
 
-Command line: evaluate a checkpoint on HDF5 shards and print the accuracy:
+Command line: evaluate a checkpoint on HDF5 shards and print the accuracy, or verify every array
+of it (parameters, buffers, optimizer state; exit 1 naming the corrupt ones):
     python data_tools/load_checkpoint.py ckpt/step-00000384.h5 --data 'data/demo/val_*.h5'
+    python data_tools/load_checkpoint.py ckpt/step-00000384.h5 --verify
 The module layouts mirror src/model/ (ResNets are torchvision's own, which needs torchvision), so
 parameter names match the checkpoint's. Every array read is verified against its checksum
 (verify_dataset: XXH3-64 blocks, which needs the `xxhash` wheel, or CRC-32 in format 1 files).
@@ -260,6 +262,18 @@ def verify_dataset(dataset):
     return zlib.crc32(data) == int(dataset.attrs["crc32"])  # format 1
 
 
+def verify_checkpoint(path):
+    """(format_version, checksum name, arrays checked, names of the corrupt ones) of a checkpoint."""
+    with h5py.File(path, "r") as f:
+        arrays = []
+        f.visititems(lambda name, obj: arrays.append(obj) if isinstance(obj, h5py.Dataset) else None)
+        version = f.attrs["format_version"]
+        version = version.decode() if isinstance(version, bytes) else str(version)
+        kinds = {"xxh3_64" if "xxh3_64" in a.attrs else "crc32" if "crc32" in a.attrs else "none" for a in arrays}
+        bad = [a.name for a in arrays if not ("xxh3_64" in a.attrs or "crc32" in a.attrs) or not verify_dataset(a)]
+        return version, "+".join(sorted(kinds)), len(arrays), bad
+
+
 def read_state(path):
     """(state_dict, config dict, sample shape) from an HDF5 checkpoint or an `mnddp export` file."""
     if h5py.is_hdf5(path):
@@ -348,7 +362,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint", help="step-N.h5 checkpoint, or a file written by `mnddp export`")
     parser.add_argument("--data", help="HDF5 shards (glob) to evaluate on")
+    parser.add_argument("--verify", action="store_true", help="only verify every array's checksum")
     args = parser.parse_args()
+    if args.verify:
+        version, kind, count, bad = verify_checkpoint(args.checkpoint)
+        if bad:
+            print(f"{args.checkpoint}: {len(bad)} of {count} arrays corrupt: {', '.join(bad)}")
+            return 1
+        print(f"{args.checkpoint}: format {version}, {count} arrays verified ({kind})")
+        return 0
     model, config = load_checkpoint(args.checkpoint)
     print(f"loaded {config['model']} with {sum(p.numel() for p in model.parameters())} parameters")
     if args.data:

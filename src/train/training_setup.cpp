@@ -132,9 +132,10 @@ void resume(TrainingRun& run) {
   if (repeated > 0 && run.rank.is_root())
     spdlog::warn("the new global batch of {} restarts epoch {} at its step {}: the last {} samples done are seen again",
                  now.global(), run.start.epoch, run.start.global_batches_done / now.grad_accum_steps, repeated);
+  const std::int64_t samples_done = run.start.global_batches_done * now.world_size * now.batch_size;
   spdlog::info(
-      "resumed from '{}': step {}, epoch {}, {} global batches into the epoch (written by {})", point.path,
-      run.start.step, run.start.epoch, run.start.global_batches_done,
+      "resumed from '{}': step {}, epoch {}, {} samples into the epoch (written by {})", point.path, run.start.step,
+      run.start.epoch, samples_done,
       BatchShape{point.written.world_size, point.written.batch_size, point.written.grad_accum_steps}.describe());
 }
 

@@ -11,18 +11,7 @@ BASE=(--train-data "$WORK/data/train_*.h5" --val-data "$WORK/data/val_*.h5" --ba
   --checkpoint-interval 10 --metrics-file "")
 
 latest_is_valid() {  # latest_is_valid DIR: `latest` names a checkpoint whose every checksum matches
-  "$MNDDP_PYTHON" - "$1" "$MNDDP_SOURCE_DIR/data_tools" <<'PY'
-import sys, h5py
-sys.path.insert(0, sys.argv[2])
-from load_checkpoint import verify_dataset
-d = sys.argv[1]
-name = open(f"{d}/latest").read().strip()
-bad = []
-with h5py.File(f"{d}/{name}", "r") as f:
-    f.visititems(lambda path, obj: bad.append(path) if isinstance(obj, h5py.Dataset) and not verify_dataset(obj) else None)
-print(name, "valid" if not bad else f"corrupt: {bad}")
-sys.exit(1 if bad else 0)
-PY
+  "$MNDDP_PYTHON" "$MNDDP_SOURCE_DIR/data_tools/load_checkpoint.py" "$1/$(cat "$1/latest")" --verify
 }
 
 check() {  # check NAME COMMAND...

@@ -116,19 +116,17 @@ fi
 # The 3-rank --zero 2 checkpoint (its optimizer state written as every rank's share of each array):
 # h5py verifies every array's XXH3-64 as for any checkpoint, load_checkpoint.py loads it, and
 # mnddp export reads it.
-check "a --zero 2 checkpoint verifies and loads with h5py (data_tools/load_checkpoint.py)" "$MNDDP_PYTHON" - \
-  "$WORK/resume/step-00000015.h5" "$MNDDP_SOURCE_DIR/data_tools" <<'PY'
+check "a --zero 2 checkpoint verifies with h5py (load_checkpoint.py --verify)" "$MNDDP_PYTHON" \
+  "$MNDDP_SOURCE_DIR/data_tools/load_checkpoint.py" "$WORK/resume/step-00000015.h5" --verify
+check "... and load_checkpoint.py loads it" "$MNDDP_PYTHON" - "$WORK/resume/step-00000015.h5" \
+  "$MNDDP_SOURCE_DIR/data_tools" <<'PY'
 import sys, h5py
 sys.path.insert(0, sys.argv[2])
-from load_checkpoint import load_checkpoint, verify_dataset
+from load_checkpoint import load_checkpoint
 with h5py.File(sys.argv[1], "r") as f:
-    arrays = []
-    f.visititems(lambda path, obj: arrays.append(obj) if isinstance(obj, h5py.Dataset) else None)
-    bad = [a.name for a in arrays if not verify_dataset(a)]
-    assert not bad, bad
     assert f["optimizer/body.0.weight/exp_avg"].shape == f["model/body.0.weight"].shape
 model, config = load_checkpoint(sys.argv[1])
-print(f"{len(arrays)} arrays verified; {sum(p.numel() for p in model.parameters())} parameters loaded")
+print(f"{sum(p.numel() for p in model.parameters())} parameters loaded")
 PY
 check "... and mnddp export reads it" "$MNDDP_BIN" export --checkpoint "$WORK/resume/step-00000015.h5" \
   --out "$WORK/zero.pt"
