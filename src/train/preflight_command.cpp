@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/statvfs.h>
 
+#include <boost/program_options.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -44,34 +46,29 @@ struct PreflightOptions {
   int slow_rank = -1;
 };
 
-// Takes preflight's own options out of `args`; the rest are train options. Throws UsageError.
+// Takes preflight's own options out of `args`; the rest, in their order, are train options (parsed
+// afterwards by the train parser). Throws UsageError.
 PreflightOptions take_preflight_options(std::vector<std::string>& args) {
+  namespace po = boost::program_options;
   PreflightOptions options;
-  for (std::size_t i = 0; i < args.size();) {
-    const std::string name = args[i];
-    if (name != "--link-mb" && name != "--slow-below" && name != "--inject-slow-rank") {
-      ++i;
-      continue;
-    }
-    if (i + 1 >= args.size()) throw UsageError(fmt::format("mnddp preflight: {} needs a value", name));
-    const std::string value = args[i + 1];
-    char* end = nullptr;
-    const double number = std::strtod(value.c_str(), &end);
-    if (end == value.c_str() || *end != '\0')
-      throw UsageError(fmt::format("mnddp preflight: {} '{}' is not a number", name, value));
-    if (name == "--link-mb") {
-      if (number <= 0 || number > 4096)
-        throw UsageError(fmt::format("mnddp preflight: --link-mb {} is outside (0, 4096]", value));
-      options.link_mb = number;
-    } else if (name == "--slow-below") {
-      if (number <= 0 || number >= 1)
-        throw UsageError(fmt::format("mnddp preflight: --slow-below {} is outside (0, 1)", value));
-      options.slow_below = number;
-    } else {
-      options.slow_rank = static_cast<int>(number);
-    }
-    args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i + 2));
+  po::options_description own;
+  own.add_options()("link-mb", po::value(&options.link_mb))("slow-below", po::value(&options.slow_below))(
+      "inject-slow-rank", po::value(&options.slow_rank));
+  const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+  try {
+    const po::parsed_options parsed =
+        po::command_line_parser(args).options(own).style(style).allow_unregistered().run();
+    po::variables_map values;
+    po::store(parsed, values);
+    po::notify(values);
+    args = po::collect_unrecognized(parsed.options, po::include_positional);
+  } catch (const po::error& e) {  // names the option and the value: "the argument ('x') for option ..."
+    throw UsageError(fmt::format("mnddp preflight: {}", e.what()));
   }
+  if (options.link_mb <= 0 || options.link_mb > 4096)
+    throw UsageError(fmt::format("mnddp preflight: --link-mb {:g} is outside (0, 4096]", options.link_mb));
+  if (options.slow_below <= 0 || options.slow_below >= 1)
+    throw UsageError(fmt::format("mnddp preflight: --slow-below {:g} is outside (0, 1)", options.slow_below));
   return options;
 }
 
