@@ -233,6 +233,12 @@ std::string CheckpointManager::save(std::int64_t step, std::uint64_t expected_by
   return final_path;
 }
 
+void CheckpointManager::set_aside_newer(Communicator& comm, const std::string& directory, std::int64_t step) {
+  on_root_then_agree(comm, [&] {
+    if (!directory.empty() && fs::is_directory(directory)) set_aside_newer_than(directory, step);
+  });
+}
+
 std::string CheckpointManager::resolve_resume(Communicator& comm, const std::string& directory,
                                               const ResumeFrom& resume) {
   using Mode = ResumeFrom::Mode;
@@ -273,9 +279,6 @@ std::string CheckpointManager::resolve_resume(Communicator& comm, const std::str
     const CheckpointVerdict verdict = verify_checkpoint_in_parallel(comm, candidate);
     switch (verdict.kind) {
       case CheckpointVerdict::Kind::Good:
-        on_root_then_agree(comm, [&] {
-          if (!directory.empty() && fs::is_directory(directory)) set_aside_newer_than(directory, verdict.step);
-        });
         return candidate;
       case CheckpointVerdict::Kind::Corrupt:
         if (resume.mode == Mode::Path) throw UsageError(fmt::format("--resume: {}", verdict.message), true);

@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <boost/program_options.hpp>
+#include <sstream>
 #include <vector>
 
 #include "mnddp/ckpt/checkpoint_manager.hpp"
@@ -31,17 +33,27 @@ std::string describe_change(const BatchShape& asked, std::int64_t batch, std::in
   return fmt::format("{}", fmt::join(parts, " and "));
 }
 
-// Checkpoints written before the accumulation was an attribute keep it in their stored config.
-std::int64_t accumulation_of(const CheckpointOrigin& origin) {
+// Checkpoints written before the accumulation was an attribute keep it in their stored config: only
+// that key is read (the rest may name options since renamed); a config without it predates the
+// option, so there was no accumulation.
+std::int64_t accumulation_of(const CheckpointOrigin& origin, const std::string& path) {
+  namespace po = boost::program_options;
   if (origin.position.grad_accum_steps > 0) return origin.position.grad_accum_steps;
-  if (origin.config_ini.empty()) return 1;
+  int accum = 1;
+  po::options_description wanted;
+  wanted.add_options()("grad-accum-steps", po::value(&accum));
   try {
-    return parse_ini_text(origin.config_ini).grad_accum_steps;
-  } catch (const UsageError& error) {
-    spdlog::warn("the checkpoint's stored config no longer parses ({}): taking --grad-accum-steps 1 as written",
-                 error.what());
-    return 1;
+    std::istringstream text(origin.config_ini);
+    po::variables_map values;
+    po::store(po::parse_config_file(text, wanted, /*allow_unregistered=*/true), values);
+    po::notify(values);
+  } catch (const po::error& error) {
+    throw UsageError(
+        fmt::format("--resume '{}': its stored config does not tell its --grad-accum-steps ({})", path, error.what()));
   }
+  if (accum < 1)
+    throw UsageError(fmt::format("--resume '{}': its stored config has --grad-accum-steps {}", path, accum));
+  return accum;
 }
 
 }  // namespace
@@ -102,32 +114,50 @@ std::optional<ResumePoint> find_resume_point(const TrainingConfig& config, MpiCo
   CheckpointOrigin origin = read_checkpoint_origin(path, control);
   ResumePoint point{path, origin.position};
   std::int64_t accum = 1;
-  on_root_then_agree(control, [&] { accum = accumulation_of(origin); });
+  on_root_then_agree(control, [&] { accum = accumulation_of(origin, path); });
   control.broadcast(&accum, 1, DType::I64, 0);
   point.written.grad_accum_steps = accum;
   return point;
 }
 
+const char* order_dealt_by_world_size(const TrainingConfig& config) {
+  return config.partition == PartitionMode::Shard    ? "--partition shard assigns files"
+         : config.shuffle_unit == ShuffleUnit::Chunk ? "--shuffle-unit chunk deals chunks"
+                                                     : nullptr;
+}
+
 TrainingConfig with_resumed_batch(const TrainingConfig& config, const ResumePoint& point, const RankInfo& rank) {
   const TrainingPosition& written = point.written;
-  // Both deal their units (files, chunks) to ranks by world size: the order cannot continue on another.
-  const char* dealt_by_world_size = config.partition == PartitionMode::Shard    ? "--partition shard assigns files"
-                                    : config.shuffle_unit == ShuffleUnit::Chunk ? "--shuffle-unit chunk deals chunks"
-                                                                                : nullptr;
-  if (dealt_by_world_size != nullptr && written.world_size != rank.world_size && !config.allow_batch_change)
+  const char* dealt = order_dealt_by_world_size(config);
+  const bool other_world = written.world_size != rank.world_size;
+  if (dealt != nullptr && other_world && !config.allow_batch_change)
     throw UsageError(fmt::format(
         "--resume '{}': written by {} ranks, resumed by {}; {} by world size, so its order cannot continue (use {} "
-        "ranks, or {}, or --allow-batch-change to go on in a new order)",
-        point.path, written.world_size, rank.world_size, dealt_by_world_size, written.world_size,
+        "ranks, or {}, or --allow-batch-change to restart the epoch in a new order)",
+        point.path, written.world_size, rank.world_size, dealt, written.world_size,
         config.partition == PartitionMode::Shard ? "--partition sample" : "--shuffle-unit sample"));
   const BatchShape before{written.world_size, written.batch_size, written.grad_accum_steps};
-  const BatchShape asked{rank.world_size, config.batch_size, config.grad_accum_steps};
+  BatchShape asked{rank.world_size, config.batch_size, config.grad_accum_steps};
+  // --shuffle-unit chunk cuts unchunked datasets into chunks of the batch size: the order continues
+  // only with the batch it was written with.
+  if (config.shuffle_unit == ShuffleUnit::Chunk && !other_world && !config.allow_batch_change &&
+      asked.batch_size != written.batch_size) {
+    if (rank.is_root())
+      spdlog::info("--shuffle-unit chunk: --batch-size {} -> {}, the checkpoint's, whose chunks its order is made of",
+                   asked.batch_size, written.batch_size);
+    asked.batch_size = written.batch_size;
+  }
   const ResumeBatch plan = plan_resume_batch(before, asked, config.allow_batch_change, point.path);
-  if (!plan.message.empty() && rank.is_root()) {
+  if (rank.is_root()) {
     if (plan.global_batch_changed)
       spdlog::warn("{}", plan.message);
-    else
+    else if (!plan.message.empty())
       spdlog::info("{}", plan.message);
+    if (dealt != nullptr && other_world)
+      spdlog::warn(
+          "--allow-batch-change: {} by world size, so the epoch in progress restarts from its beginning in a new order "
+          "on {} ranks",
+          dealt, rank.world_size);
   }
   TrainingConfig resumed = config;
   resumed.batch_size = plan.batch_size;

@@ -75,6 +75,8 @@ TrainResult Trainer::run() {
     result.steps = step;
     return result;
   }
+  end_epoch_ = r.start.epoch;
+  end_micro_batches_ = r.start.global_batches_done;
   r.model->train();
   r.observers.run_started(
       {step, r.data.steps.total_steps, r.data.steps.steps_per_epoch, r.samples_per_step(), r.rank.world_size});
@@ -98,7 +100,7 @@ TrainResult Trainer::run() {
   }
   // The final state is always kept when checkpointing (unless this step was just saved).
   const auto begin = Clock::now();
-  r.checkpointer->after_step({step, r.config.epochs, 0, r.rank.world_size, r.config.batch_size,
+  r.checkpointer->after_step({step, end_epoch_, end_micro_batches_, r.rank.world_size, r.config.batch_size,
                               r.config.grad_accum_steps, r.log->interval_loss(), r.log->interval_steps()},
                              /*last=*/true, r.state_refs());
   r.observers.checkpoint_blocked(step, begin, Clock::now());
@@ -160,6 +162,10 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
     }
   }
   evaluate(step, epoch, result);
+  // Where a resume continues (the final checkpoint's position): --max-steps may end mid-epoch, and a
+  // later run with a larger --max-steps goes on from there.
+  end_epoch_ = epoch_step == per_epoch ? epoch + 1 : epoch;
+  end_micro_batches_ = epoch_step == per_epoch ? 0 : epoch_step * accum;
   if (epoch_step == per_epoch) {
     const CheckpointDecision decision = checkpoint_after_step(position(epoch + 1, 0));
     end = {decision.stop, decision.preempted};

@@ -5,6 +5,9 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
+#include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/comm/backend.hpp"
 #include "mnddp/data/feature_stats.hpp"
 #include "mnddp/diagnose/consistency_check.hpp"
@@ -129,9 +132,17 @@ void resume(TrainingRun& run) {
   const BatchShape now{run.rank.world_size, run.config.batch_size, run.config.grad_accum_steps};
   std::int64_t repeated = 0;
   run.start.global_batches_done = micro_batches_done_in(point.written, now, &repeated);
-  if (repeated > 0 && run.rank.is_root())
+  if (order_dealt_by_world_size(run.config) != nullptr && point.written.world_size != run.rank.world_size) {
+    run.start.global_batches_done = 0;  // a new deal of files or chunks (with_resumed_batch warned)
+  } else if (repeated > 0 && run.rank.is_root()) {
     spdlog::warn("the new global batch of {} restarts epoch {} at its step {}: the last {} samples done are seen again",
                  now.global(), run.start.epoch, run.start.global_batches_done / now.grad_accum_steps, repeated);
+  }
+  // Never past the epoch's end (its last step is then done; the loop goes on to the next epoch).
+  run.start.global_batches_done =
+      std::min(run.start.global_batches_done, run.data.steps.steps_per_epoch * run.config.grad_accum_steps);
+  // The resume goes ahead: a later checkpoint in the directory belongs to an abandoned future.
+  CheckpointManager::set_aside_newer(run.control, run.config.checkpoint_dir, run.start.step);
   const std::int64_t samples_done = run.start.global_batches_done * now.world_size * now.batch_size;
   spdlog::info(
       "resumed from '{}': step {}, epoch {}, {} samples into the epoch (written by {})", point.path, run.start.step,

@@ -50,6 +50,18 @@ check "the chunks trained channels-last" grep -q "weights and their activations 
 check "a channels-last ConvNet resumed mid-epoch is bitwise identical, same loss log" \
   "${COMPARE[@]}" "$(final convnet-straight)" "$(final convnet-chunked)" --metrics "$WORK/convnet-straight.jsonl" "$WORK/convnet-chunked.jsonl"
 
+# --max-steps ends mid-epoch (step 40 of 62): a later run with a larger --max-steps goes on from that
+# step's place in the epoch, as the uninterrupted run does (a constant learning rate: the schedule
+# spans --max-steps; no validation: the shorter run's own last step validates).
+LONGER=(--optimizer sgd --lr 0.05 --val-data "")
+straight longer "${LONGER[@]}" --max-steps 70
+run_mpi 2 120 "${BASE[@]}" "${LONGER[@]}" --max-steps 40 --checkpoint-dir "$WORK/longer-extended" \
+  --metrics-file "$WORK/longer-extended.jsonl"
+run_mpi 2 120 "${BASE[@]}" "${LONGER[@]}" --max-steps 70 --checkpoint-dir "$WORK/longer-extended" \
+  --metrics-file "$WORK/longer-extended.jsonl"
+check "a run ended by --max-steps mid-epoch goes on under a larger --max-steps, bitwise identical" \
+  "${COMPARE[@]}" "$(final longer-straight)" "$(final longer-extended)" --metrics "$WORK/longer-straight.jsonl" "$WORK/longer-extended.jsonl"
+
 ADAMW=(--optimizer adamw --lr 0.003 --lr-schedule cosine --warmup-steps 10 --weight-decay 0.01)
 straight adamw "${ADAMW[@]}"
 chunked adamw 62 "${ADAMW[@]}"

@@ -106,6 +106,12 @@ run_mpi 5 150 "${COMMON[@]}" "${MLP[@]}" --checkpoint-dir "$WORK/mlp-five" --met
 expect_usage_error "5 ranks cannot keep a global batch of 24" "--resume '$WORK/mlp-five/step-00000008.h5'" \
   "global batch of 24 samples (4 ranks x --batch-size 6 x --grad-accum-steps 1)" "run on 1, 2, 3, 4, 6, 8, 12, 24 ranks" \
   "--allow-batch-change"
+CASES=$((CASES + 1))
+if [ -f "$WORK/mlp-five/step-00000024.h5" ]; then
+  pass "... and the refused resume set nothing aside (step 24 is still there)"
+else
+  fail "the refused resume renamed the newer checkpoints: $(ls "$WORK/mlp-five")"
+fi
 run_mpi 5 150 "${COMMON[@]}" "${MLP[@]}" --checkpoint-dir "$WORK/mlp-five" --metrics-file "" --max-steps 10 \
   --resume "$WORK/mlp-five/step-00000008.h5" --allow-batch-change
 CASES=$((CASES + 1))
@@ -114,5 +120,17 @@ if [ "$RC" = 0 ] && grep -qF "global batch changes from 24" <<<"$OUT$ERR" &&
   pass "--allow-batch-change goes on with 30 samples per step and says so"
 else
   fail "--allow-batch-change (rc $RC): $OUT $ERR"
+fi
+
+# --partition shard deals files by world size: 2 ranks -> 1 restarts the epoch (with the flag).
+train shard 2 "${MLP[@]}" --partition shard --steps-per-run 5
+run_mpi 1 150 "${COMMON[@]}" "${MLP[@]}" --partition shard --checkpoint-dir "$WORK/shard" --metrics-file "" \
+  --max-steps 8 --allow-batch-change
+CASES=$((CASES + 1))
+if [ "$RC" = 0 ] && grep -qF "the epoch in progress restarts from its beginning in a new order on 1 ranks" <<<"$OUT$ERR" &&
+  grep -qF "step 5, epoch 0, 0 samples into the epoch" <<<"$OUT"; then
+  pass "--partition shard on another world size with --allow-batch-change restarts the epoch"
+else
+  fail "--partition shard, 2 -> 1 ranks (rc $RC): $OUT $ERR"
 fi
 finish

@@ -36,6 +36,10 @@ class CheckpointManager {
   // verifies (warning about each one skipped), or "" if there is none (or no directory); a path must
   // verify or it is an error.
   static std::string resolve_resume(Communicator& comm, const std::string& directory, const ResumeFrom& resume);
+  // Collective, once a resume from the checkpoint of `step` goes ahead (so that a refused one
+  // touches nothing): the checkpoints in `directory` after it, the future of an abandoned run, are
+  // renamed *.abandoned with a warning, and `latest` names the newest that remains.
+  static void set_aside_newer(Communicator& comm, const std::string& directory, std::int64_t step);
 
   // Root only, after `committed` is committed: keeps it as best.h5 (a hard link, so the keep-last
   // rotation cannot remove it; a copy where the file system has none), with best.json naming the

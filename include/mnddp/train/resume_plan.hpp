@@ -20,7 +20,7 @@ struct BatchShape {
   std::int64_t batch_size = 1;  // per rank, per micro-step
   std::int64_t grad_accum_steps = 1;
   std::int64_t global() const { return world_size * batch_size * grad_accum_steps; }
-  // "4 ranks x 8 x 2 accumulation"
+  // "4 ranks x --batch-size 8 x --grad-accum-steps 2"
   std::string describe() const;
 };
 
@@ -56,10 +56,15 @@ struct ResumePoint {
 // Collective over `control`: nullopt when the run starts from scratch (logged).
 std::optional<ResumePoint> find_resume_point(const TrainingConfig& config, MpiComm& control);
 
+// What deals the data to ranks by world size, so that its order cannot continue on another
+// ("--partition shard assigns files", "--shuffle-unit chunk deals chunks"), or nullptr.
+const char* order_dealt_by_world_size(const TrainingConfig& config);
+
 // `config` with the batch shape a resume from `point` trains with, the change logged on rank 0.
 // Throws UsageError (every rank alike) where the checkpoint's order cannot continue: files or chunks
 // dealt by world size (--partition shard, --shuffle-unit chunk) on another world size, or a global
-// batch the new world size cannot divide (without --allow-batch-change).
+// batch the new world size cannot divide (without --allow-batch-change). --shuffle-unit chunk keeps
+// the checkpoint's --batch-size on the same world size (its chunks are made of it).
 TrainingConfig with_resumed_batch(const TrainingConfig& config, const ResumePoint& point, const RankInfo& rank);
 
 }  // namespace mnddp

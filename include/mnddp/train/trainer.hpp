@@ -81,6 +81,9 @@ class Trainer {
   void log_resources(std::int64_t step);
 
   std::unique_ptr<TrainingRun> run_;
+  // Where the last epoch trained ended: the final checkpoint's position (train_epoch sets it).
+  std::int64_t end_epoch_ = 0;
+  std::int64_t end_micro_batches_ = 0;
 };
 
 }  // namespace mnddp
