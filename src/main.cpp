@@ -96,6 +96,7 @@ int configure_threads(const TrainingConfig& config, const RankInfo& rank) {
   const Environment env = environment_from_process();
   const int threads = resolve_threads(config.threads, rank, env);
   at::set_num_threads(threads);
+  if (config.deterministic) keep_matrix_products_thread_invariant();
   at::set_num_interop_threads(1);
   set_channel_spin(spare_core_per_rank(threads, rank, env));
   return threads;
