@@ -20,12 +20,16 @@ else
   pass "train_requeue.sbatch without its #SBATCH --signal line"
 fi
 
+# The checkpoint directory is given on the command line, which wins over the script's
+# MNDDP_CHECKPOINT_DIR: the script must find stop-reason where mnddp resolved it (looking in the
+# environment's directory, it would not requeue).
 export MNDDP_CONFIG=$WORK/run.ini
+ckpt=$WORK/on-command-line
 printf 'inject-fault = slow@1:1\ndeadline-margin = 5\n' >"$MNDDP_CONFIG"
 ARGS=("${DATA[@]}" --batch-size 8 --epochs 100000 --hidden 32 --log-interval 10)
 log=$WORK/deadline.out
 submit job --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --cpus-per-task=1 --time=$((LIMIT / 60)) \
-  --output="$log" "$WORK/requeue_no_signal.sbatch" "${ARGS[@]}"
+  --output="$log" "$WORK/requeue_no_signal.sbatch" "${ARGS[@]}" --checkpoint-dir "$ckpt"
 if ! wait_until $((LIMIT + 40)) job_requeued "$job"; then
   fail "job $job was not requeued (state $(job_field "$job" JobState))"$'\n'"$(tail -20 "$log")"
   finish
@@ -52,7 +56,6 @@ expect_log "... after resuming from step $step and running 10 steps" "$log" \
 
 # The same steps without interruption (mpirun here, 2 ranks, no fault): bitwise the same state.
 run_mpi 2 120 "${ARGS[@]}" --steps-per-run $((step + 10)) --checkpoint-dir "$WORK/straight" --metrics-file ""
-ckpt=$WORK/runs/mnddp-$job/checkpoints
 CASES=$((CASES + 1))
 if [ "$RC" = 0 ] && [ "$(cat "$WORK/straight/latest")" = "$(cat "$ckpt/latest")" ] &&
   "$MNDDP_PYTHON" "$MNDDP_SOURCE_DIR/tests/e2e/compare_checkpoints.py" "$WORK/straight/$(cat "$WORK/straight/latest")" \
@@ -64,4 +67,14 @@ fi
 CASES=$((CASES + 1))
 if [ "$(cat "$ckpt/stop-reason" 2>&1)" = steps-per-run ]; then pass "stop-reason after the successor: steps-per-run"
 else fail "stop-reason: $(cat "$ckpt/stop-reason" 2>&1)"; fi
+
+# A bad option ends the job in the batch shell, before srun, with mnddp's own message and exit code 2.
+log=$WORK/refused.out
+submit job --nodes=1 --ntasks-per-node=1 --gpus-per-node=1 --cpus-per-task=1 --time=1 --output="$log" \
+  "$SLURM_DIR/train_requeue.sbatch" "${ARGS[@]}" --batch-size 0
+wait_until 60 job_ended "$job" || fail "job $job did not end within 60 s"
+expect_job "a bad option fails the job before srun" "$job" FAILED 2:0
+expect_log "... naming the option" "$log" "mnddp train refused the options \(exit 2\): .*--batch-size"
+CASES=$((CASES + 1))
+if grep -q "srun --mpi" "$log"; then fail "srun ran: $(grep 'srun --mpi' "$log")"; else pass "no job step ran"; fi
 finish
