@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <list>
 #include <map>
 #include <vector>
@@ -111,10 +112,22 @@ struct Questioning {
       MPI_Irecv(&replies[i], sizeof(Reply), MPI_BYTE, r, reply_tag, comm, &answers[i]);
     }
   }
-  bool answered(int r) {
-    int done = 0;
-    MPI_Test(&answers[static_cast<std::size_t>(r)], &done, MPI_STATUS_IGNORE);
-    return done != 0;
+  // Who has answered, once every rank has or `wait` seconds have passed. A rank that is gone never
+  // answers; `serve` answers the others' questions meanwhile (two ranks asking at once must still
+  // answer each other). This rank's own slot has no request and counts as answered.
+  std::vector<bool> collect(double wait, const std::function<void()>& serve) {
+    std::vector<bool> answered(answers.size(), false);
+    const auto deadline = Clock::now() + std::chrono::duration<double>(wait);
+    while (true) {
+      serve();
+      for (std::size_t r = 0; r < answers.size(); ++r) {
+        int done = 0;
+        if (!answered[r]) MPI_Test(&answers[r], &done, MPI_STATUS_IGNORE);
+        answered[r] = answered[r] || done != 0;
+      }
+      if (std::ranges::find(answered, false) == answered.end() || Clock::now() >= deadline) return answered;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
 };
 
@@ -240,15 +253,7 @@ void Watchdog::ask_for_incident_records(const std::string& reason, int exit_code
   copy_cut(request.reason, reason);
   // On the heap, and never freed: a rank that answers late still writes into it, and the job ends next.
   auto& asked = *new Questioning(impl_->comm, request, kIncidentAckTag, me, size);
-  // A rank that is gone never answers: wait a bounded time, answering the others' questions meanwhile.
-  const auto deadline = Clock::now() + std::chrono::duration<double>(kIncidentWait);
-  while (Clock::now() < deadline) {
-    serve_requests();
-    int all = 0;
-    MPI_Testall(size, asked.answers.data(), &all, MPI_STATUSES_IGNORE);
-    if (all) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  asked.collect(kIncidentWait, [this] { serve_requests(); });
   // Requests to ranks that never answered stay pending; the job ends next, and they with it.
 }
 
@@ -259,16 +264,8 @@ void Watchdog::diagnose_and_abort(const std::string& channel, std::uint64_t seq,
   copy_cut(request.channel, channel);
   auto& asked = *new Questioning(impl_->comm, request, kReplyTag, me, size);  // never freed, as above
   std::vector<Reply>& replies = asked.replies;
-  std::vector<bool> answered(static_cast<std::size_t>(size), false);
-  answered[static_cast<std::size_t>(me)] = true;
   replies[static_cast<std::size_t>(me)] = make_reply(channel);
-  const auto deadline = Clock::now() + std::chrono::duration<double>(kReplyWait);
-  while (Clock::now() < deadline && std::find(answered.begin(), answered.end(), false) != answered.end()) {
-    serve_requests();  // two ranks diagnosing at once must still answer each other
-    for (int r = 0; r < size; ++r)
-      if (!answered[static_cast<std::size_t>(r)]) answered[static_cast<std::size_t>(r)] = asked.answered(r);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const std::vector<bool> answered = asked.collect(kReplyWait, [this] { serve_requests(); });
 
   std::vector<int> behind, inside, ahead, silent;
   for (int r = 0; r < size; ++r) {

@@ -9,21 +9,12 @@
 #include <cstring>
 #include <fstream>
 
+#include "mnddp/ckpt/array_tensor.hpp"
 #include "mnddp/ckpt/checkpoint_file.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
 
 namespace mnddp {
-namespace {
-
-at::Tensor to_tensor(const ArrayData& array) {
-  at::Tensor out = at::empty(array.shape, at::TensorOptions().dtype(to_scalar_type(array.dtype)));
-  if (out.nbytes() > 0) std::memcpy(out.data_ptr(), array.bytes.data(), out.nbytes());
-  return out;
-}
-
-}  // namespace
-
 void export_checkpoint(const std::string& checkpoint, const std::string& out) {
   CheckpointReader reader(checkpoint);
   c10::Dict<std::string, at::Tensor> state;

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "mnddp/build_config.hpp"
+#include "mnddp/ckpt/array_tensor.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/train/lamb.hpp"
@@ -84,8 +85,9 @@ class RootFetcher {
     data.dtype = static_cast<DType>(header[0]);
     data.shape.resize(static_cast<std::size_t>(header[1]));
     if (!data.shape.empty()) comm_.broadcast(data.shape.data(), data.shape.size(), DType::I64, 0);
-    at::Tensor out = at::empty(data.shape, at::TensorOptions().dtype(to_scalar_type(data.dtype)));
-    if (comm_.is_root() && out.nbytes() > 0) std::memcpy(out.data_ptr(), data.bytes.data(), out.nbytes());
+    // Rank 0's tensor takes over the bytes it read; the others receive into theirs.
+    at::Tensor out = comm_.is_root() ? to_tensor(std::move(data))
+                                     : at::empty(data.shape, at::TensorOptions().dtype(to_scalar_type(data.dtype)));
     if (out.numel() > 0) broadcast(comm_, out, 0);
     return out;
   }
@@ -301,13 +303,11 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
       if (!own->has_array(name))
         throw UsageError(fmt::format("checkpoint '{}' has no '{}': it was written for a different model", path, name));
       std::vector<std::int64_t> stored;
-      const ArrayData data = own->read_share(name, first, count, &stored);
+      ArrayData data = own->read_share(name, first, count, &stored);
       if (at::IntArrayRef(stored) != shape)
         throw UsageError(fmt::format("checkpoint '{}': '{}' has shape [{}] but the model has [{}]", path, name,
                                      fmt::join(stored, ", "), fmt::join(shape, ", ")));
-      at::Tensor values = at::empty({count}, at::TensorOptions().dtype(to_scalar_type(data.dtype)));
-      if (values.nbytes() > 0) std::memcpy(values.data_ptr(), data.bytes.data(), values.nbytes());
-      return values;
+      return to_tensor(std::move(data));
     };
     on_all_then_agree(comm, [&] {
       state.sharded->restore(state.optimizer_kind, source);  // collective reads first, then its own

@@ -6,11 +6,10 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include <cstring>
 #include <filesystem>
 
+#include "mnddp/ckpt/array_tensor.hpp"
 #include "mnddp/ckpt/checkpoint_file.hpp"
-#include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/data/feature_stats.hpp"
 #include "mnddp/error.hpp"
 #include "training_run.hpp"
@@ -28,15 +27,13 @@ void load_tensors(const CheckpointReader& reader, const std::string& group,
     if (!reader.has_array(path))
       throw UsageError(
           fmt::format("--checkpoint '{}': no array '{}', which the model its config builds has", reader.path(), path));
-    const ArrayData array = reader.read(path);
+    const at::Tensor host = to_tensor(reader.read(path));
     at::Tensor target = item.value();  // a handle: copy_ writes the module's tensor
-    if (array.shape != target.sizes().vec() || to_scalar_type(array.dtype) != target.scalar_type())
+    if (host.sizes() != target.sizes() || host.scalar_type() != target.scalar_type())
       throw UsageError(
           fmt::format("--checkpoint '{}': array '{}' is {} [{}], but the model its config builds has {} [{}]",
-                      reader.path(), path, c10::toString(to_scalar_type(array.dtype)), fmt::join(array.shape, ", "),
+                      reader.path(), path, c10::toString(host.scalar_type()), fmt::join(host.sizes(), ", "),
                       c10::toString(target.scalar_type()), fmt::join(target.sizes(), ", ")));
-    const at::Tensor host = at::from_blob(const_cast<std::uint8_t*>(array.bytes.data()), array.shape,
-                                          at::TensorOptions().dtype(to_scalar_type(array.dtype)));
     target.copy_(host);
   }
 }

@@ -42,7 +42,9 @@ TEST(DeviceThreads, SpareCoreFollowsSlurmsAllocation) {
   EXPECT_FALSE(spare_core_per_rank(2, crowded, {{"SLURM_CPUS_PER_TASK", "2"}}));
   // A rank alone on a big node with Slurm's one core: no spare core, though the node has many.
   EXPECT_FALSE(spare_core_per_rank(1, ranks_on_node(1), {{"SLURM_CPUS_PER_TASK", "1"}}));
-  if (kNodeCores >= 2) EXPECT_TRUE(spare_core_per_rank(1, ranks_on_node(1), {}));
+  if (kNodeCores >= 2) {
+    EXPECT_TRUE(spare_core_per_rank(1, ranks_on_node(1), {}));
+  }
 }
 
 }  // namespace
