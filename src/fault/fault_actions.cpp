@@ -5,11 +5,15 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
+#include "mnddp/comm/collective_tracker.hpp"
+#include "mnddp/diagnose/activity.hpp"
 #include "mnddp/h5/h5_handle.hpp"
 
 namespace mnddp {
@@ -17,6 +21,13 @@ namespace mnddp {
 void announce_fault(const FaultPlan& plan, const std::string& where, const std::string& what) {
   std::fprintf(stderr, "[%s] mnddp: injected fault %s: %s\n", where.c_str(), plan.spec().c_str(), what.c_str());
   std::fflush(stderr);
+}
+
+void stall_in_a_collective() {
+  static CollectiveTracker channel("injected-stall");  // lives until the process ends
+  channel.begin("allreduce", sizeof(float), std::string("the injected stall"));
+  const Activity stalled("the injected stall's collective");
+  while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 void fill_file_system(const std::string& directory) {

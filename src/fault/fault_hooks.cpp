@@ -32,6 +32,10 @@ void FaultHooks::at_step_start(std::int64_t step) const {
     const Activity hung("the injected hang");
     while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+  if (plan_.hits(FaultKind::Stall, step, rank_.rank)) {
+    announce("this rank enters a collective that never completes (a stuck network)");
+    stall_in_a_collective();
+  }
   if (plan_.hits_from(FaultKind::Slow, step, rank_.rank)) {
     if (plan_.step == step) announce("this rank sleeps 0.5 s in every step from now on");
     const Activity sleeping("the injected slow fault's 0.5 s sleep");

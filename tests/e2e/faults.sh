@@ -31,6 +31,12 @@ expect_fault "crash of rank 1" nonzero "injected fault crash@20:1" "rank 1@"
 run_mpi 3 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault hang@20:1
 expect_fault "hang of rank 1" 4 "mnddp: fatal: collective timeout" "rank 1 never reached it" "gradient bucket"
 
+# Every rank inside a call that never completes (a stuck network): each rank's watchdog times out
+# within a second of the others', so they question each other at once, and every one must answer.
+run_mpi 3 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault stall@20
+expect_fault "stall of every rank" 4 "mnddp: fatal: collective timeout" "injected-stall channel" \
+  "every rank is inside it (ranks 0, 1, 2): a stuck network or device"
+
 run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault loader-exception@20:1
 expect_fault "exception in rank 1's loader thread" 1 "mnddp: fatal:" "loader-exception@20:1" "rank 1"
 

@@ -1,6 +1,6 @@
 # Incident files (docs/FAULT_TOLERANCE.md, "Reading an incident file"): every way a job fails leaves
 # records whose verdict (mnddp incident FILE) names the right rank and what it was doing: a hang, a
-# crash (SIGSEGV), a rank slower than the timeout, an exception in the loader thread, a desync, and
+# stall of every rank inside one call (a stuck network), a crash (SIGSEGV), a rank slower than the timeout, an exception in the loader thread, a desync, and
 # an external kill -9 (the launcher then ends the others). A clean run writes no file.
 source "$(dirname "$0")/lib.sh"
 
@@ -33,6 +33,14 @@ run_mpi 3 30 "${BASE[@]}" --inject-fault hang@20:1
 explain "hang of rank 1" \
   "^verdict: rank 1 never entered allreduce #20 \(.*gradient bucket 0.*\) at step 20; it was in the injected hang for [0-9.]+ s; all other ranks waited in #20" \
   "Trainer::train_step"
+
+run_mpi 3 30 "${BASE[@]}" --inject-fault stall@20
+explain "stall of every rank" \
+  "^verdict: every rank is inside allreduce #1 .*the injected stall.* on the injected-stall channel at step 20: a stuck network or device" \
+  "the injected stall's collective"
+CASES=$((CASES + 1))
+records=$(wc -l <"$WORK/stall_of_every_rank.jsonl")
+if [ "$records" = 3 ]; then pass "stall: one record per rank"; else fail "stall: $records records, expected 3"; fi
 
 run_mpi 3 30 "${BASE[@]}" --inject-fault segfault@20:1
 explain "crash (SIGSEGV) of rank 1" \

@@ -5,6 +5,8 @@
 //   crash               the rank kills itself (SIGKILL) at the start of step STEP
 //   segfault            the rank writes through a null pointer at the start of step STEP (SIGSEGV)
 //   hang                the rank stops before step STEP's collectives and never continues
+//   stall               the rank enters a collective that never completes at the start of step STEP
+//                       (on every rank: a network that stopped delivering)
 //   slow                the rank sleeps 0.5 s in every step from STEP on (slow is not hung)
 //   loader-exception    the data loader's reading thread throws while preparing step STEP's batch
 //   nan-loss            the rank's loss of step STEP becomes NaN
@@ -33,6 +35,7 @@ enum class FaultKind {
   Crash,
   Segfault,
   Hang,
+  Stall,
   Slow,
   LoaderException,
   NanLoss,
@@ -50,6 +53,7 @@ struct ChoiceNames<FaultKind> {
   static constexpr std::array table{named(FaultKind::Crash, "crash"),
                                     named(FaultKind::Segfault, "segfault"),
                                     named(FaultKind::Hang, "hang"),
+                                    named(FaultKind::Stall, "stall"),
                                     named(FaultKind::Slow, "slow"),
                                     named(FaultKind::LoaderException, "loader-exception"),
                                     named(FaultKind::NanLoss, "nan-loss"),
