@@ -11,7 +11,6 @@
 
 #include "mnddp/ckpt/array_tensor.hpp"
 #include "mnddp/ckpt/checkpoint_file.hpp"
-#include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
 
 namespace mnddp {

@@ -1,7 +1,8 @@
 # Incident files (docs/FAULT_TOLERANCE.md, "Reading an incident file"): every way a job fails leaves
 # records whose verdict (mnddp incident FILE) names the right rank and what it was doing: a hang, a
-# stall of every rank inside one call (a stuck network), a crash (SIGSEGV), a rank slower than the timeout, an exception in the loader thread, a desync, and
-# an external kill -9 (the launcher then ends the others). A clean run writes no file.
+# stall of every rank inside one call (a stuck network), a crash (SIGSEGV), a rank slower than the
+# timeout, an exception in the loader thread, a desync, and an external kill -9 (the launcher then
+# ends the others). A clean run writes no file.
 source "$(dirname "$0")/lib.sh"
 
 "$MNDDP_DATA_BIN" synth --out "$WORK/data" --train-samples 1024 --val-samples 64 --shards 2 --shape 16 >/dev/null
@@ -29,6 +30,14 @@ explain() {
   mv "$FILE" "$WORK/$(tr 'A-Z' 'a-z' <<<"$name" | tr -c 'a-z0-9\n' '_').jsonl"
 }
 
+# one_record_per_rank NAME FILE RANKS: the case's incident file (as explain kept it) holds RANKS lines.
+one_record_per_rank() {
+  CASES=$((CASES + 1))
+  local records
+  records=$(wc -l <"$2")
+  if [ "$records" = "$3" ]; then pass "$1: one record per rank"; else fail "$1: $records records, expected $3"; fi
+}
+
 run_mpi 3 30 "${BASE[@]}" --inject-fault hang@20:1
 explain "hang of rank 1" \
   "^verdict: rank 1 never entered allreduce #20 \(.*gradient bucket 0.*\) at step 20; it was in the injected hang for [0-9.]+ s; all other ranks waited in #20" \
@@ -38,9 +47,7 @@ run_mpi 3 30 "${BASE[@]}" --inject-fault stall@20
 explain "stall of every rank" \
   "^verdict: every rank is inside allreduce #1 .*the injected stall.* on the injected-stall channel at step 20: a stuck network or device" \
   "the injected stall's collective"
-CASES=$((CASES + 1))
-records=$(wc -l <"$WORK/stall_of_every_rank.jsonl")
-if [ "$records" = 3 ]; then pass "stall: one record per rank"; else fail "stall: $records records, expected 3"; fi
+one_record_per_rank stall "$WORK/stall_of_every_rank.jsonl" 3
 
 run_mpi 3 30 "${BASE[@]}" --inject-fault segfault@20:1
 explain "crash (SIGSEGV) of rank 1" \
@@ -63,9 +70,7 @@ run_mpi 3 30 "${BASE[@]}" --inject-fault desync@25:1
 explain "desync of rank 1" \
   "^verdict: every rank stopped at step 40: ranks out of step: .*rank 1 differs from the other 2.*rank 1 called allreduce \(168 B, stray all-reduce \(injected desync\)\)" \
   "rank 2 (vm"
-CASES=$((CASES + 1))
-records=$(wc -l <"$WORK/desync_of_rank_1.jsonl")
-if [ "$records" = 3 ]; then pass "desync: one record per rank"; else fail "desync: $records records, expected 3"; fi
+one_record_per_rank desync "$WORK/desync_of_rank_1.jsonl" 3
 
 # External kill -9 of rank 1: mpirun sends the others SIGTERM, then SIGKILL; they write their
 # records in between, and rank 1 is the one without. Open MPI's default second between the two is
