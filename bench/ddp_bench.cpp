@@ -155,7 +155,7 @@ void bench_overlap(MpiComm& world, const std::string& model_name, std::int64_t b
     const ReducerStats& stats = ddp.reducer().last_stats();
     step.push_back(s);
     exposed.push_back(stats.finalize_wait_s);
-    comm.push_back(stats.comm_s);
+    comm.push_back(ddp.reducer().last_comm_seconds());
     launched.push_back(static_cast<double>(stats.buckets_launched_in_backward));
   }
   if (world.is_root()) {
@@ -351,7 +351,7 @@ void bench_scaling(MpiComm& world, const Workload& workload, int reps) {
     const double c = seconds_since(t);
     if (rep < 2) continue;
     wait_s.push_back(ddp.reducer().last_stats().finalize_wait_s);
-    comm_s.push_back(ddp.reducer().last_stats().comm_s);
+    comm_s.push_back(ddp.reducer().last_comm_seconds());
     local_s.push_back(a);
     ideal_s.push_back(b);
     ddp_s.push_back(c);

@@ -1,6 +1,6 @@
 # Finds every third-party package mnddp builds against and wraps each in one imported target:
 # MPI::MPI_CXX, mnddp::hdf5 (parallel), Boost::program_options, spdlog, nlohmann_json,
-# mnddp::torch, and (when present) CUDA::cudart and mnddp::nccl.
+# mnddp::torch, and (when present) mnddp::cudart and mnddp::nccl.
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C CXX)
 find_package(Boost 1.70 REQUIRED COMPONENTS program_options)
@@ -120,62 +120,5 @@ set_property(TARGET mnddp::torch APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:
 set_property(TARGET mnddp::torch APPEND PROPERTY INTERFACE_LINK_OPTIONS
              "LINKER:--push-state,--no-as-needed" "-lstdc++" "LINKER:--pop-state")
 
-# --- CUDA and NCCL (optional) --------------------------------------------------------------------
-set(MNDDP_HAVE_CUDA OFF)
-set(MNDDP_HAVE_NCCL OFF)
-set(MNDDP_CUDA_SUMMARY "off")
-set(MNDDP_NCCL_SUMMARY "off")
-if(MNDDP_TORCH_CUDA_LIB)
-  set(MNDDP_TORCH_FLAVOUR "CUDA")
-else()
-  set(MNDDP_TORCH_FLAVOUR "CPU-only")
-endif()
-if(NOT MNDDP_WITH_CUDA STREQUAL "OFF")
-  if(NOT MNDDP_TORCH_CUDA_LIB)
-    set(MNDDP_CUDA_SUMMARY "off (LibTorch is CPU-only)")
-  else()
-    find_package(CUDAToolkit QUIET)
-    if(CUDAToolkit_FOUND)
-      set(MNDDP_HAVE_CUDA ON)
-      set(MNDDP_CUDA_SUMMARY "${CUDAToolkit_VERSION}")
-      add_library(mnddp::torch_cuda INTERFACE IMPORTED)
-      target_link_libraries(mnddp::torch_cuda INTERFACE mnddp::torch ${MNDDP_TORCH_CUDA_LIB} ${MNDDP_C10_CUDA_LIB}
-                                                        CUDA::cudart)
-      set_property(TARGET mnddp::torch_cuda APPEND PROPERTY INTERFACE_LINK_OPTIONS
-                   "LINKER:--push-state,--no-as-needed" "${MNDDP_TORCH_CUDA_LIB}" "LINKER:--pop-state")
-    else()
-      set(MNDDP_CUDA_SUMMARY "off (no CUDA toolkit found)")
-    endif()
-  endif()
-  if(MNDDP_WITH_CUDA STREQUAL "ON" AND NOT MNDDP_HAVE_CUDA)
-    message(FATAL_ERROR "mnddp: MNDDP_WITH_CUDA=ON but CUDA is ${MNDDP_CUDA_SUMMARY}")
-  endif()
-endif()
-
-set(MNDDP_TORCH_CUDA_PATH "")
-if(MNDDP_HAVE_CUDA)
-  set(MNDDP_TORCH_CUDA_PATH "${MNDDP_TORCH_CUDA_LIB}")
-endif()
-
-if(MNDDP_HAVE_CUDA)
-  # Link the NCCL that torch itself loads (the nvidia-nccl wheel) so one process has one NCCL;
-  # fall back to the toolkit's copy for a plain LibTorch distribution.
-  execute_process(COMMAND ${MNDDP_PYTHON} -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])"
-                  OUTPUT_VARIABLE _nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-  find_path(MNDDP_NCCL_INCLUDE nccl.h HINTS "${_nccl_wheel}/include" ${CUDAToolkit_INCLUDE_DIRS})
-  find_library(MNDDP_NCCL_LIB NAMES libnccl.so.2 nccl NAMES_PER_DIR HINTS "${_nccl_wheel}/lib" ${CUDAToolkit_LIBRARY_DIR})
-  if(MNDDP_NCCL_INCLUDE AND MNDDP_NCCL_LIB)
-    set(MNDDP_HAVE_NCCL ON)
-    file(STRINGS "${MNDDP_NCCL_INCLUDE}/nccl.h" _nccl_ver REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
-    string(REGEX REPLACE ".*NCCL_MAJOR ([0-9]+).*NCCL_MINOR ([0-9]+).*NCCL_PATCH ([0-9]+).*" "\\1.\\2.\\3"
-           MNDDP_NCCL_SUMMARY "${_nccl_ver}")
-    add_library(mnddp::nccl INTERFACE IMPORTED)
-    target_include_directories(mnddp::nccl SYSTEM INTERFACE ${MNDDP_NCCL_INCLUDE})
-    target_link_libraries(mnddp::nccl INTERFACE ${MNDDP_NCCL_LIB} CUDA::cudart)
-    get_filename_component(_nccl_libdir "${MNDDP_NCCL_LIB}" DIRECTORY)
-    set_property(TARGET mnddp::nccl APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:-rpath,${_nccl_libdir}")
-    set(MNDDP_NCCL_SUMMARY "${MNDDP_NCCL_SUMMARY} (${MNDDP_NCCL_LIB})")
-  else()
-    set(MNDDP_NCCL_SUMMARY "off (nccl.h / libnccl not found)")
-  endif()
-endif()
+# --- CUDA and NCCL (optional): cmake/MnddpCuda.cmake ---------------------------------------------
+include(MnddpCuda)

@@ -89,9 +89,9 @@ std::vector<OptionSpec> build_table() {
            "ResNet first layers: imagenet (7x7 stride-2 convolution, max-pool), cifar (3x3, no pooling), or auto "
            "(cifar for images up to 64x64)");
   t.choice("memory-format", &C::memory_format,
-           "layout of 4-D weights and activations: channels-last (NHWC, which oneDNN convolves without reordering "
-           "the activations), contiguous (NCHW), or auto (channels-last for convnet and resnet* on CPU without "
-           "--deterministic, else contiguous)");
+           "layout of 4-D weights and activations: channels-last (NHWC, which oneDNN and cuDNN's tensor cores "
+           "convolve without reordering the activations), contiguous (NCHW), or auto (channels-last for convnet and "
+           "resnet* on CPU, or on a GPU with --amp bf16|fp16, without --deterministic; else contiguous)");
   t.add("heads", &C::heads, "ViT, GPT: attention heads (hidden must be a multiple)", at_least(1));
   t.add("patch-size", &C::patch_size, "ViT: side of the square patches (must divide the image's height and width)",
         at_least(1));

@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "mnddp/check.hpp"
@@ -96,8 +98,22 @@ void Runtime::add_abort_hook(std::function<void()> hook) {
   g_abort_hooks.push_back(std::move(hook));
 }
 
+void Runtime::arm_exit_deadline(double seconds, int exit_code) {
+  std::thread([seconds, exit_code] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    std::fprintf(stderr, "mnddp: fatal: the process did not finish shutting down within %.0f s; exiting\n", seconds);
+    std::fflush(stderr);
+    std::_Exit(exit_code);
+  }).detach();
+}
+
 void Runtime::abort_all(const std::string& reason, int exit_code) {
-  g_aborting.store(true);
+  // Once: two threads can decide at once (the watchdog's timeout, its device prober's health check,
+  // the main thread's error). The second waits for the first's exit, bounded by the deadline.
+  if (g_aborting.exchange(true)) {
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  arm_exit_deadline(kAbortDeadlineSeconds, exit_code);
   std::vector<std::function<void()>> hooks;
   std::string identity;
   {

@@ -144,6 +144,7 @@ struct Watchdog::Impl {
   std::list<std::pair<MPI_Request, Reply>> sending;
   std::mutex serve_mutex;
   std::thread thread;
+  std::thread prober;
 };
 
 Watchdog::Watchdog(const RankInfo& rank, double timeout_s) : impl_(std::make_unique<Impl>()) {
@@ -157,6 +158,10 @@ Watchdog::Watchdog(const RankInfo& rank, double timeout_s) : impl_(std::make_uni
     Activity::name_thread("watchdog");
     run();
   });
+  impl_->prober = std::thread([this] {
+    Activity::name_thread("device prober");
+    probe_devices();
+  });
 }
 
 Watchdog::~Watchdog() {
@@ -167,6 +172,7 @@ Watchdog::~Watchdog() {
   }
   impl_->wake.notify_all();
   if (impl_->thread.joinable()) impl_->thread.join();
+  if (impl_->prober.joinable()) impl_->prober.join();
   for (auto& [request, reply] : impl_->sending) MPI_Request_free(&request);
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -174,15 +180,6 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::set_timeout(double seconds) { impl_->timeout_s = seconds; }
-
-void Watchdog::arm_exit_deadline(double seconds, int exit_code) {
-  std::thread([seconds, exit_code] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    std::fprintf(stderr, "mnddp: fatal: the process did not finish shutting down within %.0f s; exiting\n", seconds);
-    std::fflush(stderr);
-    std::_Exit(exit_code);
-  }).detach();
-}
 
 void Watchdog::serve_requests() {
   // Answers every question waiting, without ever blocking on a peer. The watchdog's thread and a
@@ -224,14 +221,7 @@ void Watchdog::run() {
       if (impl_->wake.wait_for(lock, kTick, [&] { return impl_->stop; })) return;
     }
     serve_requests();
-    // The probes below may query CUDA events: on the rank's device, not on device 0.
-    try {
-      bind_rank_device();
-    } catch (const std::exception& e) {
-      Runtime::abort_all(fmt::format("watchdog: {}", e.what()), kExitFailure);
-    }
-    if (auto problem = run_health_checks()) Runtime::abort_all(*problem, kExitFailure);
-    CollectiveTracker::poll_all();
+    // Host clocks only from here: no CUDA, no NCCL (the header says why).
     const double timeout = impl_->timeout_s.load();
     if (timeout <= 0) continue;
     // The lowest rank in a stuck call speaks first; the others would only repeat it.
@@ -240,6 +230,23 @@ void Watchdog::run() {
       if (!s.oldest_open) continue;
       const double age = std::chrono::duration<double>(Clock::now() - s.oldest_open->start).count();
       if (age > timeout + stagger) diagnose_and_abort(s.channel, s.oldest_open->seq, describe(*s.oldest_open), age);
+    }
+  }
+}
+
+void Watchdog::probe_devices() {
+  while (true) {
+    {
+      std::unique_lock lock(impl_->mutex);
+      if (impl_->wake.wait_for(lock, kTick, [&] { return impl_->stop; })) return;
+    }
+    try {
+      // The event queries below run on the rank's device, not on device 0.
+      bind_rank_device();
+      if (auto problem = run_health_checks()) Runtime::abort_all(*problem, kExitFailure);
+      CollectiveTracker::poll_all();
+    } catch (const std::exception& e) {
+      Runtime::abort_all(fmt::format("watchdog's device prober: {}", e.what()), kExitFailure);
     }
   }
 }

@@ -43,8 +43,16 @@ class Runtime {
   static void add_abort_hook(std::function<void()> hook);
 
   // Logs `reason` with this rank's identity to stderr, runs the abort hooks and ends every rank
-  // with MPI_Abort(exit_code). Safe to call from any thread; never returns.
+  // with MPI_Abort(exit_code). Safe to call from any thread; never returns. Once only: a second
+  // caller waits for the first one's exit. Arms an exit deadline first (kAbortDeadlineSeconds), so a
+  // hook that never returns (ncclCommAbort on a wedged device) cannot keep the rank alive.
   [[noreturn]] static void abort_all(const std::string& reason, int exit_code);
+  static constexpr double kAbortDeadlineSeconds = 20.0;
+
+  // A safety net for the way out: if the process has not ended `seconds` from now (a finalize or a
+  // destructor waiting on a rank that is gone, an abort hook that hangs), it prints why and exits
+  // with `exit_code`.
+  static void arm_exit_deadline(double seconds, int exit_code);
 
  private:
   RankInfo info_;

@@ -4,8 +4,12 @@
 // else with nonblocking calls and a bounded wait, prints what it learned (which ranks never reached
 // the stuck call, which are in it too, which did not answer), and ends the job through abort_all
 // (ncclCommAbort, then MPI_Abort) with exit code kExitHang. Every rank's watchdog also answers such
-// questions, even while its main thread is stuck. Health checks (comm/health_checks.hpp: NCCL's
-// asynchronous errors) run on the same tick.
+// questions, even while its main thread is stuck. The thread that decides never calls CUDA or NCCL:
+// a stuck collective can hold CUDA's locks, and a thread blocked on them could neither time out nor
+// abort (PyTorch learned it: pytorch#97066, #110449). A second thread, the device prober, does what
+// needs the device on the same tick: NCCL's asynchronous errors (comm/health_checks.hpp) and the
+// CUDA event queries that close finished device collectives. If it blocks, their records stay open
+// and the deciding thread times them out.
 #pragma once
 
 #include <atomic>
@@ -32,12 +36,14 @@ class Watchdog {
 
   void set_timeout(double seconds);
 
-  // A safety net for the way out: if the process has not ended `seconds` from now (a finalize or a
-  // destructor waiting on a rank that is gone), it prints why and exits with `exit_code`.
-  static void arm_exit_deadline(double seconds, int exit_code);
+  // Runtime::arm_exit_deadline.
+  static void arm_exit_deadline(double seconds, int exit_code) { Runtime::arm_exit_deadline(seconds, exit_code); }
 
  private:
   void run();
+  // The device prober's loop: binds the rank's device, runs the health checks (NCCL's asynchronous
+  // errors) and closes the records of device collectives that have finished (CUDA event queries).
+  void probe_devices();
   void serve_requests();
   // Asks every other rank's watchdog to write its incident record; waits (bounded) for them.
   void ask_for_incident_records(const std::string& reason, int exit_code);

@@ -22,6 +22,12 @@ at::Tensor LossScaler::scale(const at::Tensor& loss) const {
 
 bool LossScaler::unscale(const std::vector<at::Tensor>& parameters, Communicator* agree_over) {
   if (!options_.enabled) return true;
+  unscale_on_device(parameters, agree_over);
+  return found_inf_.item<float>() == 0.0f;  // one host sync per step, as GradScaler.step has
+}
+
+void LossScaler::unscale_on_device(const std::vector<at::Tensor>& parameters, Communicator* agree_over) {
+  if (!options_.enabled) return;
   std::vector<at::Tensor> grads;
   for (const auto& p : parameters)
     if (p.grad().defined()) grads.push_back(p.grad());
@@ -32,7 +38,6 @@ bool LossScaler::unscale(const std::vector<at::Tensor>& parameters, Communicator
     const CollectiveLabel label("fp16 loss scaler: found inf");
     allreduce(*agree_over, found_inf_, ReduceOp::Max);
   }
-  return found_inf_.item<float>() == 0.0f;  // one host sync per step, as GradScaler.step has
 }
 
 void LossScaler::update() {

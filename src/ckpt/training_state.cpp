@@ -18,6 +18,7 @@
 #include "mnddp/ckpt/array_tensor.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/train/device_gated_optimizer.hpp"
 #include "mnddp/train/lamb.hpp"
 #include "mnddp/train/lars.hpp"
 
@@ -156,6 +157,8 @@ StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, 
   for (const auto& item : state.model.named_parameters()) add("model/" + item.key(), item.value());
   for (const auto& item : state.model.named_buffers()) add("buffers/" + item.key(), item.value());
 
+  // Step counts a GPU's kernels keep on the device come home first.
+  if (auto* gated = dynamic_cast<DeviceGatedOptimizer*>(&state.optimizer)) gated->sync_state_to_host();
   if (state.sharded != nullptr) {
     ShardedOptimizerState::ForCheckpoint sharded = state.sharded->for_checkpoint(state.optimizer_kind);
     for (const auto& [path, tensor] : sharded.whole) add(path, tensor);

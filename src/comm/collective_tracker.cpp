@@ -23,6 +23,8 @@ std::atomic<std::int64_t> g_first_call_ns{0};
 
 constexpr std::uint64_t kHashSeed = 0x6d6e646470ull;  // "mnddp"
 
+std::atomic<std::uint64_t> g_next_tracker_id{1};
+
 // The running hash extended by one call: what it is (op, bytes) and where the program issued it.
 std::uint64_t extend_hash(std::uint64_t hash, const std::string& op, std::size_t bytes, const std::string& label) {
   const std::uint64_t size = bytes;
@@ -48,7 +50,12 @@ CollectiveLabel::~CollectiveLabel() { t_label = std::move(previous_); }
 std::string CollectiveLabel::current() { return t_label; }
 
 CollectiveTracker::CollectiveTracker(std::string channel, ChannelPace pace)
-    : channel_(std::move(channel)), pace_(pace), changed_(Clock::now()), hash_(kHashSeed), ring_(kHistory) {
+    : channel_(std::move(channel)),
+      pace_(pace),
+      id_(g_next_tracker_id.fetch_add(1)),
+      changed_(Clock::now()),
+      hash_(kHashSeed),
+      ring_(kHistory) {
   std::lock_guard lock(registry_mutex());
   registry().push_back(this);
 }
@@ -175,8 +182,33 @@ std::uint64_t CollectiveTracker::lockstep_hash() {
 }
 
 void CollectiveTracker::poll_all() {
-  std::lock_guard lock(registry_mutex());
-  for (auto* tracker : registry()) tracker->poll();
+  // The probes may block in CUDA: they run outside every lock, so that snapshot_all (the watchdog's
+  // deciding thread) never waits behind one. A tracker is told its finished records only if it is
+  // still registered by then, under the same id (not a new tracker at a reused address).
+  struct Probe {
+    CollectiveTracker* tracker;
+    std::uint64_t id;
+    std::uint64_t seq;
+    std::function<bool()> finished;
+  };
+  std::vector<Probe> probes;
+  {
+    std::lock_guard registered(registry_mutex());
+    for (auto* tracker : registry()) {
+      std::lock_guard lock(tracker->mutex_);
+      for (const auto& [seq, record] : tracker->open_)
+        if (record.finished) probes.push_back({tracker, tracker->id_, seq, record.finished});
+    }
+  }
+  std::vector<const Probe*> done;
+  for (const auto& probe : probes)
+    if (probe.finished()) done.push_back(&probe);
+  if (done.empty()) return;
+  std::lock_guard registered(registry_mutex());
+  const auto& live = registry();
+  for (const Probe* probe : done)
+    if (std::find(live.begin(), live.end(), probe->tracker) != live.end() && probe->tracker->id_ == probe->id)
+      probe->tracker->end(probe->seq);
 }
 
 void CollectiveTracker::mark_first_call() { g_first_call_ns.store(0); }

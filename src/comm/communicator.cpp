@@ -25,7 +25,40 @@ void Communicator::send_receive(const void*, int, void*, int, std::size_t) {
   throw std::logic_error("send_receive: not supported by the " + backend_name() + " communicator");
 }
 
+namespace {
+
+// Work that was complete when it was made: a host backend's blocking call behind an async one.
+class CompletedWork final : public CommWork {
+ public:
+  void wait() override {}
+  void wait_on(CudaStream) override {}
+  bool is_completed() override { return true; }
+};
+
+}  // namespace
+
+std::shared_ptr<CommWork> Communicator::broadcast_async(void* buffer, std::size_t count, DType dtype, int root,
+                                                        std::optional<CudaStream> producer) {
+  if (producer) throw std::logic_error("broadcast_async: the " + backend_name() + " communicator orders no streams");
+  broadcast(buffer, count, dtype, root);
+  return std::make_shared<CompletedWork>();
+}
+
+std::shared_ptr<CommWork> Communicator::allgather_async(const void* send, void* recv, std::size_t count, DType dtype,
+                                                        std::optional<CudaStream> producer) {
+  if (producer) throw std::logic_error("allgather_async: the " + backend_name() + " communicator orders no streams");
+  allgather(send, recv, count, dtype);
+  return std::make_shared<CompletedWork>();
+}
+
+void require_host_comm(const Communicator& comm, const char* what) {
+  if (comm.uses_device_memory())
+    throw std::logic_error(std::string(what) + ": a control message needs a host communicator, not " +
+                           comm.backend_name() + " (pass the MPI control communicator)");
+}
+
 void broadcast_string(Communicator& comm, std::string& text, int root) {
+  require_host_comm(comm, "broadcast_string");
   std::int64_t length = static_cast<std::int64_t>(text.size());
   comm.broadcast(&length, 1, DType::I64, root);
   text.resize(static_cast<std::size_t>(length));
@@ -35,6 +68,7 @@ void broadcast_string(Communicator& comm, std::string& text, int root) {
 namespace {
 template <typename T>
 T reduce_scalar(Communicator& comm, T value, DType dtype, ReduceOp op) {
+  require_host_comm(comm, "a scalar all-reduce");
   comm.allreduce(&value, 1, dtype, op);
   return value;
 }
@@ -52,6 +86,7 @@ std::int64_t allreduce_min(Communicator& comm, std::int64_t value) {
 double allreduce_sum(Communicator& comm, double value) { return reduce_scalar(comm, value, DType::F64, ReduceOp::Sum); }
 
 std::vector<std::string> allgather_strings(Communicator& comm, const std::string& mine) {
+  require_host_comm(comm, "allgather_strings");
   const auto n = static_cast<std::size_t>(comm.size());
   std::int64_t my_length = static_cast<std::int64_t>(mine.size());
   std::vector<std::int64_t> lengths(n);
@@ -67,6 +102,7 @@ std::vector<std::string> allgather_strings(Communicator& comm, const std::string
 }
 
 void agree_on_failure(Communicator& comm, const std::optional<Failure>& mine) {
+  require_host_comm(comm, "agree_on_failure");
   const std::int64_t none = std::numeric_limits<std::int64_t>::max();
   const std::int64_t first_failed = allreduce_min(comm, mine ? comm.rank() : none);
   if (first_failed == none) return;

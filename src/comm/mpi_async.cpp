@@ -13,6 +13,7 @@
 
 #include "mnddp/check.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/host_waits.hpp"
 #include "mnddp/observe/timeline.hpp"
 #include "mpi_ops.hpp"
 
@@ -47,6 +48,7 @@ struct AsyncChannel::Op {
   ReduceOp op = ReduceOp::Sum;
   std::uint64_t seq = 0;  // in the channel's tracker
   std::string label;
+  std::unique_ptr<HostFence> fence;  // the device copies that fill the buffer, when there are any
 
   std::mutex mutex;
   std::condition_variable finished;
@@ -70,7 +72,12 @@ namespace {
 class MpiWork final : public CommWork {
  public:
   explicit MpiWork(std::shared_ptr<AsyncChannel::Op> op) : op_(std::move(op)) {}
-  void wait(void*) override {
+  // A stream waits for host memory only by its host waiting: what it queues next may read the result.
+  void wait_on(CudaStream) override {
+    note_host_wait();
+    wait();
+  }
+  void wait() override {
     spin_until([&] { return op_->done_flag.load(std::memory_order_acquire); });
     std::unique_lock lock(op_->mutex);
     op_->finished.wait(lock, [&] { return op_->done; });
@@ -119,7 +126,7 @@ const char* kind_name(AsyncKind kind) { return kind == AsyncKind::AllReduce ? "a
 }  // namespace
 
 std::shared_ptr<CommWork> AsyncChannel::submit(AsyncKind kind, void* buffer, std::size_t count, DType dtype,
-                                               ReduceOp op) {
+                                               ReduceOp op, std::optional<CudaStream> producer) {
   check_reducible(dtype, op);
   // MPI_Reduce_scatter_block takes an int count per rank, and implementations size the whole buffer
   // (count x ranks) in an int too.
@@ -135,6 +142,7 @@ std::shared_ptr<CommWork> AsyncChannel::submit(AsyncKind kind, void* buffer, std
   queued->dtype = dtype;
   queued->op = op;
   queued->label = CollectiveLabel::current();
+  if (producer) queued->fence = std::make_unique<HostFence>(*producer);
   {
     std::lock_guard lock(mutex_);
     // Numbered under the queue's lock: sequence numbers follow submission (= execution) order.
@@ -142,7 +150,7 @@ std::shared_ptr<CommWork> AsyncChannel::submit(AsyncKind kind, void* buffer, std
     queued->seq = tracker_.begin(kind_name(kind), elements * dtype_size(dtype), queued->label);
     // One rank: the sum or mean of one buffer is the buffer (and its one chunk). Completed here, with no hand-off to
     // the thread (whose wake-up and spin would cost more than the whole "collective").
-    if (size_ == 1 && in_flight_ == 0 && !debug_collectives() && !broken_) {
+    if (size_ == 1 && in_flight_ == 0 && !debug_collectives() && !broken_ && !queued->fence) {
       tracker_.end(queued->seq);
       queued->complete(0.0);
       return std::make_shared<MpiWork>(queued);
@@ -160,6 +168,7 @@ void AsyncChannel::execute(Op& op) {
   const auto start = Clock::now();
   try {
     if (broken_) std::rethrow_exception(broken_);
+    if (op.fence) op.fence->wait();  // the device-to-host copies that fill the buffer
     if (debug_collectives()) check_.verify(comm_, op.seq, kind_name(op.kind), op.dtype, op.count, -1, op.label);
     auto* bytes = static_cast<char*>(op.buffer);
     const std::size_t element = dtype_size(op.dtype);

@@ -29,7 +29,9 @@ class AsyncChannel {
   AsyncChannel& operator=(const AsyncChannel&) = delete;
 
   // Queues one collective over `buffer` (in place; see the Communicator's calls of the same kind).
-  std::shared_ptr<CommWork> submit(AsyncKind kind, void* buffer, std::size_t count, DType dtype, ReduceOp op);
+  // `producer`: a CUDA stream whose queued copies fill the buffer; the thread waits for them first.
+  std::shared_ptr<CommWork> submit(AsyncKind kind, void* buffer, std::size_t count, DType dtype, ReduceOp op,
+                                   std::optional<CudaStream> producer = std::nullopt);
 
   struct Op;  // one queued collective (public for the Work that waits on it)
 

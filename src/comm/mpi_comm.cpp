@@ -74,15 +74,15 @@ void MpiComm::allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp o
 }
 
 std::shared_ptr<CommWork> MpiComm::allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
-                                                   void* /*producer_stream: host memory is ready on return*/) {
+                                                   std::optional<CudaStream> producer) {
   ++collectives_;
-  return async_->submit(mpi_detail::AsyncKind::AllReduce, buffer, count, dtype, op);
+  return async_->submit(mpi_detail::AsyncKind::AllReduce, buffer, count, dtype, op, producer);
 }
 
 std::shared_ptr<CommWork> MpiComm::reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
-                                                        void* /*producer_stream*/) {
+                                                        std::optional<CudaStream> producer) {
   ++collectives_;
-  return async_->submit(mpi_detail::AsyncKind::ReduceScatter, buffer, count, dtype, op);
+  return async_->submit(mpi_detail::AsyncKind::ReduceScatter, buffer, count, dtype, op, producer);
 }
 
 void MpiComm::broadcast(void* buffer, std::size_t count, DType dtype, int root) {

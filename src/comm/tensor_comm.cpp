@@ -33,19 +33,12 @@ void require_comm_memory(const Communicator& comm, const at::Tensor& tensor) {
                                             comm.backend_name(), tensor.device().str()));
 }
 
-// Runs `op` on the tensor itself when it is in the communicator's memory, else (a CUDA tensor on a
-// host communicator) on a host copy that is copied back.
+// Runs `op` on a host copy of a CUDA tensor (a host communicator), copied back after.
 template <typename Op>
-void in_comm_memory(Communicator& comm, at::Tensor& tensor, Op&& op) {
-  require_comm_memory(comm, tensor);
-  const TensorCall marked;
-  if (comm.uses_device_memory() || tensor.device().is_cpu()) {
-    op(tensor);
-    return;
-  }
-  at::Tensor staged = tensor.to(at::kCPU);
-  op(staged);
-  tensor.copy_(staged);
+void staged(at::Tensor& tensor, Op&& op) {
+  at::Tensor host = tensor.to(at::kCPU);
+  op(host);
+  tensor.copy_(host);
 }
 
 }  // namespace
@@ -66,24 +59,29 @@ DType to_comm_dtype(c10::ScalarType type) {
 c10::ScalarType to_scalar_type(DType dtype) { return kTorchTypes[static_cast<std::size_t>(dtype)]; }
 
 void allreduce(Communicator& comm, at::Tensor& tensor, ReduceOp op) {
-  in_comm_memory(comm, tensor, [&](at::Tensor& t) {
+  require_comm_memory(comm, tensor);
+  const TensorCall marked;
+  if (comm.uses_device_memory()) {
+    const auto stream = current_stream_of(tensor);
+    return wait_for(*comm.allreduce_async(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()),
+                                          to_comm_dtype(tensor.scalar_type()), op, stream),
+                    stream);
+  }
+  auto run = [&](at::Tensor& t) {
     comm.allreduce(t.data_ptr(), static_cast<std::size_t>(t.numel()), to_comm_dtype(t.scalar_type()), op);
-  });
+  };
+  tensor.is_cpu() ? run(tensor) : staged(tensor, run);
 }
 
 void broadcast(Communicator& comm, at::Tensor& tensor, int root) {
-  in_comm_memory(comm, tensor, [&](at::Tensor& t) {
-    comm.broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), to_comm_dtype(t.scalar_type()), root);
-  });
-}
-
-std::shared_ptr<CommWork> allreduce_async(Communicator& comm, at::Tensor& tensor, ReduceOp op, void* producer_stream) {
   require_comm_memory(comm, tensor);
-  if (!comm.uses_device_memory() && !tensor.device().is_cpu())
-    throw std::invalid_argument("communicator: an asynchronous all-reduce on a host communicator needs a CPU tensor");
   const TensorCall marked;
-  return comm.allreduce_async(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()),
-                              to_comm_dtype(tensor.scalar_type()), op, producer_stream);
+  if (comm.uses_device_memory())
+    return wait_for(*broadcast_async(comm, tensor, root, current_stream_of(tensor)), current_stream_of(tensor));
+  auto run = [&](at::Tensor& t) {
+    comm.broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), to_comm_dtype(t.scalar_type()), root);
+  };
+  tensor.is_cpu() ? run(tensor) : staged(tensor, run);
 }
 
 namespace {
@@ -95,31 +93,64 @@ std::size_t chunk_of(const Communicator& comm, const at::Tensor& tensor) {
   return static_cast<std::size_t>(tensor.numel() / comm.size());
 }
 
-}  // namespace
-
-std::shared_ptr<CommWork> reduce_scatter_async(Communicator& comm, at::Tensor& tensor, ReduceOp op,
-                                               void* producer_stream) {
+// An asynchronous collective takes the tensor itself: in the communicator's memory, or a host tensor
+// on a host communicator.
+void require_async_memory(const Communicator& comm, const at::Tensor& tensor, const char* what) {
   require_comm_memory(comm, tensor);
   if (!comm.uses_device_memory() && !tensor.device().is_cpu())
     throw std::invalid_argument(
-        "communicator: an asynchronous reduce-scatter on a host communicator needs a CPU tensor");
-  const TensorCall marked;
-  return comm.reduce_scatter_async(tensor.data_ptr(), chunk_of(comm, tensor), to_comm_dtype(tensor.scalar_type()), op,
-                                   producer_stream);
+        fmt::format("communicator: an asynchronous {} on a host communicator needs a CPU tensor", what));
 }
+
+}  // namespace
 
 void allgather_in_place(Communicator& comm, at::Tensor& tensor) {
   const std::size_t chunk = chunk_of(comm, tensor);
-  in_comm_memory(comm, tensor, [&](at::Tensor& t) {
+  require_comm_memory(comm, tensor);
+  const TensorCall marked;
+  auto run = [&](at::Tensor& t, std::optional<CudaStream> stream) {
     auto* base = static_cast<char*>(t.data_ptr());
     const std::size_t bytes = chunk * t.element_size();
-    comm.allgather(base + static_cast<std::size_t>(comm.rank()) * bytes, base, chunk, to_comm_dtype(t.scalar_type()));
-  });
+    const void* mine = base + static_cast<std::size_t>(comm.rank()) * bytes;
+    if (!comm.uses_device_memory()) return comm.allgather(mine, base, chunk, to_comm_dtype(t.scalar_type()));
+    wait_for(*comm.allgather_async(mine, base, chunk, to_comm_dtype(t.scalar_type()), stream), stream);
+  };
+  if (comm.uses_device_memory() || tensor.is_cpu()) return run(tensor, current_stream_of(tensor));
+  staged(tensor, [&](at::Tensor& host) { run(host, std::nullopt); });
 }
 
-void* current_stream_of(const at::Tensor& tensor) {
-  if (!tensor.is_cuda()) return nullptr;
-  return c10::impl::getDeviceGuardImpl(c10::kCUDA)->getStream(tensor.device()).native_handle();
+std::shared_ptr<CommWork> allreduce_async(Communicator& comm, at::Tensor& tensor, ReduceOp op,
+                                          std::optional<CudaStream> producer) {
+  require_async_memory(comm, tensor, "all-reduce");
+  const TensorCall marked;
+  return comm.allreduce_async(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()),
+                              to_comm_dtype(tensor.scalar_type()), op, producer);
+}
+
+std::shared_ptr<CommWork> reduce_scatter_async(Communicator& comm, at::Tensor& tensor, ReduceOp op,
+                                               std::optional<CudaStream> producer) {
+  require_async_memory(comm, tensor, "reduce-scatter");
+  const TensorCall marked;
+  return comm.reduce_scatter_async(tensor.data_ptr(), chunk_of(comm, tensor), to_comm_dtype(tensor.scalar_type()), op,
+                                   producer);
+}
+
+std::shared_ptr<CommWork> broadcast_async(Communicator& comm, at::Tensor& tensor, int root,
+                                          std::optional<CudaStream> producer) {
+  require_async_memory(comm, tensor, "broadcast");
+  const TensorCall marked;
+  return comm.broadcast_async(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()),
+                              to_comm_dtype(tensor.scalar_type()), root, producer);
+}
+
+std::optional<CudaStream> current_stream_of(const at::Tensor& tensor) {
+  if (!tensor.is_cuda()) return std::nullopt;
+  return CudaStream{c10::impl::getDeviceGuardImpl(c10::kCUDA)->getStream(tensor.device()).native_handle()};
+}
+
+void wait_for(CommWork& work, std::optional<CudaStream> consumer) {
+  if (consumer) return work.wait_on(*consumer);
+  work.wait();
 }
 
 }  // namespace mnddp

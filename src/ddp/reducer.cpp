@@ -17,6 +17,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// ZeRO-2: how many launched reduce-scatters may still hold their bucket buffers when backward needs
+// another buffer. On a GPU, taking the oldest one's buffer makes the compute stream wait for that
+// reduce-scatter; with one in flight backward and communication would take turns bucket by bucket.
+constexpr std::size_t kShardBucketsInFlight = 2;
+
 // Fires after the accumulator has added this backward's gradient into param.grad().
 class ReadyHook final : public torch::autograd::FunctionPostHook {
  public:
@@ -57,8 +62,12 @@ at::Tensor slot_view(const at::Tensor& flat, std::size_t offset, const at::Tenso
 
 struct Reducer::Bucket {
   std::vector<std::size_t> members;
-  at::Tensor flat;     // every member's gradient, in the wire dtype, on the communicator's side
+  at::Tensor flat;     // every member's gradient, in the wire dtype, on the gradients' device
   at::Tensor storage;  // shard_gradients: the pooled buffer `flat` is the front of, while in use
+  // What the collective runs on: `flat` itself, or (a host communicator, gradients on a GPU) its
+  // pinned host copy, filled and emptied by asynchronous copies on the gradients' stream.
+  at::Tensor wire;
+  at::Tensor staging;  // the pinned host buffer `wire` is the front of, kept from step to step
   std::size_t pending = 0;
   std::shared_ptr<CommWork> work;
   std::string label;       // "gradient bucket 2 (first: fc.weight)", for the watchdog and the desync check
@@ -93,6 +102,11 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
   // stage, reduce or copy back, and autograd's gradients stay where it put them (as torch's
   // zero_grad(set_to_none) leaves them: no fill, no accumulation pass, no copy).
   solo_ = comm_.size() == 1 && options_.compression == GradCompression::None && !options_.shard_gradients;
+  // A host communicator (MPI) with gradients on a GPU: the buckets stay on the device (gradients are
+  // views of them, as with NCCL) and each is copied to pinned host memory once, at its launch, and
+  // back once it is reduced: two copies a bucket, queued on the stream, instead of one blocking
+  // copy per parameter inside the autograd hooks.
+  staged_ = !comm_.uses_device_memory() && !params_.front().device().is_cpu();
   std::vector<at::TensorOptions> wire_options, kept_options;
 
   bucket_of_.resize(params_.size());
@@ -108,15 +122,12 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
     }
     const at::Tensor& first = params_[bucket->members.front()];
     const at::ScalarType type = wire_type(options_.compression, first.scalar_type());
-    // Host communicators (MPI) need host buffers; pinned when the gradients live on a GPU.
-    const bool device_side = comm_.uses_device_memory() || first.device().is_cpu();
-    auto buffer_options = at::TensorOptions().dtype(type).device(device_side ? first.device() : at::Device(at::kCPU));
-    if (!device_side) buffer_options = buffer_options.pinned_memory(true);
+    const auto buffer_options = at::TensorOptions().dtype(type).device(first.device());
     if (!solo_ && !options_.shard_gradients) bucket->flat = at::zeros({elements}, buffer_options);
     // Half-precision buckets are divided before the sum so that it cannot overflow.
     bucket->prescaled = !options_.loss_prescaled && (type == at::kBFloat16 || type == at::kHalf);
     // Sharded buckets come and go, so gradients cannot live in them.
-    bucket->grads_are_views = device_side && type == first.scalar_type() && !options_.shard_gradients;
+    bucket->grads_are_views = type == first.scalar_type() && !options_.shard_gradients;
     wire_options.push_back(buffer_options);
     kept_options.push_back(first.options());
     buckets_.push_back(std::move(bucket));
@@ -154,7 +165,7 @@ Reducer::~Reducer() {
   for (auto& bucket : buckets_) {
     if (!bucket->work) continue;
     try {
-      bucket->work->wait();
+      bucket->work->wait();  // host: the buffers are about to go
     } catch (...) {
       // Already failing; the error that brought us here is the one to report.
     }
@@ -222,11 +233,13 @@ void Reducer::stage_gradient(std::size_t index, const at::Tensor* grad) {
   Bucket& bucket = *buckets_[bucket_of_[index]];
   at::Tensor& param = params_[index];
   if (shards_ && !bucket.flat.defined()) {
-    // A bounded pool: rather than allocate while a launched bucket's reduce-scatter is still in
-    // flight, wait for the oldest and take its buffer (all ranks launch in the same order, so it
-    // completes). Without this every bucket of the model was alive at the end of backward, which
-    // is the whole gradient again.
-    while (!shards_->has_free(bucket_of_[index]) && next_release_ < next_launch_) release_oldest_bucket();
+    // A bounded pool: beyond kShardBucketsInFlight launched reduce-scatters, wait for the oldest and
+    // take its buffer (all ranks launch in the same order, so it completes) rather than allocate.
+    // Without a bound every bucket of the model was alive at the end of backward, which is the whole
+    // gradient again.
+    release_finished_buckets(/*wait=*/false);
+    while (!shards_->has_free(bucket_of_[index]) && next_launch_ - next_release_ >= kShardBucketsInFlight)
+      release_oldest_bucket();
     bucket.storage = shards_->acquire(bucket_of_[index]);
     bucket.flat = bucket.storage.narrow(0, 0, shards_->layout().padded(bucket_of_[index]));
   }
@@ -250,6 +263,8 @@ void Reducer::stage_gradient(std::size_t index, const at::Tensor* grad) {
 // Buckets start strictly in plan order, so every rank issues the same sequence of collectives even
 // when its gradients become ready in a different order.
 void Reducer::launch_complete_buckets() {
+  // Without overlap, buckets wait for finalize() (which clears step_active_ first).
+  if (!options_.overlap && step_active_) return;
   while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) launch(*buckets_[next_launch_++]);
   if (shards_) release_finished_buckets(/*wait=*/false);
 }
@@ -262,9 +277,15 @@ void Reducer::release_finished_buckets(bool wait) {
   }
 }
 
+void Reducer::complete(Bucket& bucket) {
+  const auto consumer = current_stream_of(bucket.flat);
+  wait_for(*bucket.work, consumer);  // a host communicator: on the host, whatever the consumer
+  if (!bucket.wire.is_same(bucket.flat)) bucket.flat.copy_(bucket.wire, /*non_blocking=*/true);
+}
+
 void Reducer::release_oldest_bucket() {
   Bucket& bucket = *buckets_[next_release_];
-  bucket.work->wait(current_stream_of(bucket.flat));
+  complete(bucket);
   shards_->keep_chunk_and_release(next_release_, bucket.flat, std::move(bucket.storage));
   bucket.flat = at::Tensor();
   bucket.storage = at::Tensor();
@@ -272,8 +293,15 @@ void Reducer::release_oldest_bucket() {
 }
 
 void Reducer::launch(Bucket& bucket) {
-  void* producer_stream = current_stream_of(bucket.flat);
+  const auto stream = current_stream_of(bucket.flat);
   if (bucket.prescaled) bucket.flat.mul_(1.0 / comm_.size());
+  bucket.wire = bucket.flat;
+  if (staged_) {
+    if (!bucket.staging.defined() || bucket.staging.numel() < bucket.flat.numel())
+      bucket.staging = at::empty({bucket.flat.numel()}, bucket.flat.options().device(at::kCPU).pinned_memory(true));
+    bucket.wire = bucket.staging.narrow(0, 0, bucket.flat.numel());
+    bucket.wire.copy_(bucket.flat, /*non_blocking=*/true);  // the channel's thread waits for it (HostFence)
+  }
   if (bucket.label.empty()) {
     const auto index =
         std::find_if(buckets_.begin(), buckets_.end(), [&](const auto& b) { return b.get() == &bucket; }) -
@@ -282,8 +310,8 @@ void Reducer::launch(Bucket& bucket) {
   }
   const CollectiveLabel label(bucket.label);
   const ReduceOp op = bucket.prescaled || options_.loss_prescaled ? ReduceOp::Sum : ReduceOp::Avg;
-  bucket.work = shards_ ? reduce_scatter_async(comm_, bucket.flat, op, producer_stream)
-                        : allreduce_async(comm_, bucket.flat, op, producer_stream);
+  bucket.work =
+      shards_ ? reduce_scatter_async(comm_, bucket.wire, op, stream) : allreduce_async(comm_, bucket.wire, op, stream);
   if (step_active_) ++stats_.buckets_launched_in_backward;
   if (&bucket == buckets_.front().get()) stats_.first_bucket_ready = Clock::now();
 }
@@ -308,12 +336,11 @@ void Reducer::finalize() {
   if (!missing.empty() && !options_.find_unused_parameters) warn_missing_once(missing.front(), missing.size());
 
   const auto wait_start = Clock::now();
-  // The parameters' device, named: the calling thread's current device need not be theirs.
-  void* consumer_stream = current_stream_of(params_.front());
+  // On a GPU the step's later work waits for the buckets on the GPU; the host goes on.
   if (shards_) {
     release_finished_buckets(/*wait=*/true);
   } else {
-    for (auto& bucket : buckets_) bucket->work->wait(consumer_stream);
+    for (auto& bucket : buckets_) complete(*bucket);
   }
   // After every bucket, in the same order on every rank.
   const std::vector<bool> unused_everywhere =
@@ -321,8 +348,6 @@ void Reducer::finalize() {
   unused_everywhere_ = unused_everywhere;
   const auto done = Clock::now();  // all buckets complete
   stats_.finalize_wait_s = std::chrono::duration<double>(done - wait_start).count();
-  stats_.comm_s = 0.0;
-  for (auto& bucket : buckets_) stats_.comm_s += bucket->work->busy_seconds();
 
   for (std::size_t i = 0; i < params_.size() && !shards_; ++i) {
     Bucket& bucket = *buckets_[bucket_of_[i]];
@@ -337,8 +362,16 @@ void Reducer::finalize() {
     if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
     param.mutable_grad().copy_(averaged);
   }
-  for (auto& bucket : buckets_) bucket->work.reset();
+  last_works_.clear();
+  for (auto& bucket : buckets_) last_works_.push_back(std::move(bucket->work));
   std::fill(locally_used_.begin(), locally_used_.end(), false);
+}
+
+double Reducer::last_comm_seconds() {
+  double total = 0.0;
+  for (auto& work : last_works_)
+    if (work) total += work->busy_seconds();
+  return total;
 }
 
 }  // namespace mnddp

@@ -76,13 +76,17 @@ void Reducer::warn_missing_once(std::size_t first, std::size_t count) {
 std::vector<bool> Reducer::globally_unused() {
   {
     at::NoGradGuard no_grad;
-    at::Tensor local = at::empty({static_cast<std::int64_t>(params_.size())}, at::kInt);
+    // Pinned, so that the copy to a device map is queued, not waited for.
+    at::Tensor local = at::empty({static_cast<std::int64_t>(params_.size())},
+                                 at::TensorOptions().dtype(at::kInt).pinned_memory(used_map_.is_cuda()));
     auto* flags = local.data_ptr<std::int32_t>();
     for (std::size_t i = 0; i < params_.size(); ++i) flags[i] = locally_used_[i] ? 1 : 0;
-    used_map_.copy_(local);
+    used_map_.copy_(local, /*non_blocking=*/true);
   }
   const CollectiveLabel label("unused-parameter map");
   allreduce(comm_, used_map_, ReduceOp::Max);
+  // The step's one host wait under --find-unused-parameters (PyTorch's reducer has it too): which
+  // gradients to drop is decided on the host.
   const at::Tensor global = used_map_.to(at::kCPU);
   const auto* used = global.data_ptr<std::int32_t>();
   std::vector<bool> unused(params_.size());

@@ -8,7 +8,7 @@
 
 namespace mnddp {
 
-bool wants_channels_last(MemoryLayout requested, ModelKind kind, bool on_cpu, bool deterministic) {
+bool wants_channels_last(MemoryLayout requested, ModelKind kind, bool on_cpu, bool deterministic, bool half_precision) {
   switch (requested) {
     case MemoryLayout::ChannelsLast:
       return true;
@@ -19,7 +19,7 @@ bool wants_channels_last(MemoryLayout requested, ModelKind kind, bool on_cpu, bo
   }
   const bool conv2d = kind == ModelKind::ConvNet || kind == ModelKind::Resnet18 || kind == ModelKind::Resnet34 ||
                       kind == ModelKind::Resnet50;
-  return conv2d && on_cpu && !deterministic;
+  return conv2d && (on_cpu || half_precision) && !deterministic;
 }
 
 int make_channels_last(torch::nn::Module& model, const std::string& model_name) {

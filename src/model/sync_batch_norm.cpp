@@ -33,6 +33,13 @@ namespace {
 // double input), half inputs being widened as PyTorch's kernels do.
 // Every rank must run the same number of training-mode forward (and backward) passes through the
 // same layers, in the same order: they are collectives. Eval mode communicates nothing.
+//
+// On a GPU the layer is PyTorch's SyncBatchNorm itself: its CUDA kernels (batch_norm_stats,
+// batch_norm_gather_stats_with_counts, batch_norm_elemt, batch_norm_backward_reduce and _elemt), one
+// all-gather of [mean, invstd, count] per layer forward and one all-reduce of [sum_dy, sum_dy_xmu]
+// backward, channels-last inputs taken as they lie. Unlike PyTorch it drops no empty rank's row
+// (its mask is a host synchronisation): every rank's micro-batch holds the same number of samples.
+// Both collectives are ordered on the GPU (tensor_comm.hpp): no host wait.
 
 at::ScalarType accumulate_type(at::ScalarType type) { return type == at::kDouble ? at::kDouble : at::kFloat; }
 
@@ -50,17 +57,70 @@ std::vector<std::int64_t> reduced_dims(const at::Tensor& input) {
   return dims;
 }
 
-// A blocking-for-the-stream sum over ranks: on a device communicator the collective is ordered after
-// torch's current stream and the stream waits for it (no host synchronisation); on a host one, the
-// blocking all-reduce (CUDA tensors staged through host memory).
+// A sum over ranks, ordered for torch's current stream (tensor_comm.hpp).
 void allreduce_sum(Communicator& comm, at::Tensor& tensor, const char* label) {
   const CollectiveLabel named(label);
-  if (comm.uses_device_memory()) {
-    void* stream = current_stream_of(tensor);
-    allreduce_async(comm, tensor, ReduceOp::Sum, stream)->wait(stream);
-    return;
-  }
   allreduce(comm, tensor, ReduceOp::Sum);
+}
+
+// The layouts torch's CUDA batch-norm kernels take as they are; anything else is made contiguous.
+at::Tensor in_kernel_layout(const at::Tensor& t) {
+  if (t.is_contiguous(at::MemoryFormat::ChannelsLast) || t.is_contiguous(at::MemoryFormat::ChannelsLast3d)) return t;
+  return t.contiguous();
+}
+
+// The GPU forward, as PyTorch's SyncBatchNorm computes it (see the note). Saves what cuda_backward reads.
+at::Tensor cuda_forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input_, const at::Tensor& weight,
+                        const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
+                        double momentum, double eps, Communicator& comm) {
+  const at::Tensor input = in_kernel_layout(input_);
+  const std::int64_t channels = input.size(1);
+  auto [mean, invstd] = at::batch_norm_stats(input, eps);
+  const at::Tensor count = at::full({1}, static_cast<double>(input.numel() / channels), mean.options());
+  const std::int64_t row = 2 * channels + 1;
+  at::Tensor gathered = at::empty({comm.size() * row}, mean.options());
+  gathered.narrow(0, comm.rank() * row, row).copy_(at::cat({mean, invstd, count}));
+  {
+    const CollectiveLabel named("SyncBatchNorm forward: mean, invstd and count");
+    allgather_in_place(comm, gathered);
+  }
+  const at::Tensor rows = gathered.view({comm.size(), row});
+  const at::Tensor count_all = rows.narrow(1, 2 * channels, 1);
+  at::Tensor counts = count_all.reshape({-1});
+  if (running_mean.defined() && counts.scalar_type() != running_mean.scalar_type())
+    counts = counts.to(running_mean.scalar_type());
+  auto [global_mean, global_invstd] =
+      at::batch_norm_gather_stats_with_counts(input, rows.narrow(1, 0, channels), rows.narrow(1, channels, channels),
+                                              running_mean, running_var, momentum, eps, counts);
+  ctx->save_for_backward({input, weight, global_mean, global_invstd, count_all.to(at::kInt)});
+  return at::batch_norm_elemt(input, weight, bias, global_mean, global_invstd, eps);
+}
+
+// The GPU backward, as PyTorch's SyncBatchNorm computes it.
+torch::autograd::variable_list cuda_backward(torch::autograd::AutogradContext* ctx, const at::Tensor& grad_out_,
+                                             Communicator& comm) {
+  const auto saved = ctx->get_saved_variables();
+  const at::Tensor& input = saved[0];
+  at::Tensor weight = saved[1];
+  const at::Tensor& mean = saved[2];
+  const at::Tensor& invstd = saved[3];
+  const at::Tensor& counts = saved[4];
+  const at::Tensor grad_out = in_kernel_layout(grad_out_);
+  auto [sum_dy, sum_dy_xmu, grad_weight, grad_bias] = at::batch_norm_backward_reduce(
+      grad_out, input, mean, invstd, weight, ctx->needs_input_grad(0), weight.defined() && ctx->needs_input_grad(1),
+      weight.defined() && ctx->needs_input_grad(2));
+  at::Tensor grad_input;
+  if (ctx->needs_input_grad(0)) {
+    const std::int64_t channels = sum_dy.size(0);
+    at::Tensor combined = at::cat({sum_dy, sum_dy_xmu});
+    allreduce_sum(comm, combined, "SyncBatchNorm backward: gradient sums");
+    if (weight.defined() && weight.scalar_type() != mean.scalar_type()) weight = weight.to(mean.scalar_type());
+    grad_input = at::batch_norm_backward_elemt(grad_out, input, mean, invstd, weight, combined.narrow(0, 0, channels),
+                                               combined.narrow(0, channels, channels), counts);
+  }
+  if (!weight.defined() || !ctx->needs_input_grad(1)) grad_weight = at::Tensor();
+  if (!weight.defined() || !ctx->needs_input_grad(2)) grad_bias = at::Tensor();
+  return {grad_input, grad_weight, grad_bias, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
 }
 
 using torch::autograd::AutogradContext;
@@ -70,6 +130,11 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input_, const at::Tensor& weight,
                             const at::Tensor& bias, const at::Tensor& running_mean, const at::Tensor& running_var,
                             double momentum, double eps, Communicator* comm) {
+    ctx->saved_data["comm"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(comm));
+    ctx->saved_data["cuda"] = input_.is_cuda();
+    if (input_.is_cuda())
+      return cuda_forward(ctx, input_, weight.defined() ? weight.contiguous() : weight, bias, running_mean, running_var,
+                          momentum, eps, *comm);
     const at::Tensor input = input_.contiguous();
     const std::int64_t channels = input.size(1);
     const auto acc = accumulate_type(input.scalar_type());
@@ -104,18 +169,18 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     if (bias.defined()) out = out + bias.to(acc).view(shape);
 
     ctx->save_for_backward({input, weight, mean.to(acc), invstd, count});
-    ctx->saved_data["comm"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(comm));
     return out.to(input.scalar_type());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* comm = reinterpret_cast<Communicator*>(static_cast<std::intptr_t>(ctx->saved_data["comm"].toInt()));
+    if (ctx->saved_data["cuda"].toBool()) return cuda_backward(ctx, grads[0], *comm);
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& input = saved[0];
     const at::Tensor& weight = saved[1];
     const at::Tensor& mean = saved[2];
     const at::Tensor& invstd = saved[3];
     const at::Tensor& count = saved[4];
-    auto* comm = reinterpret_cast<Communicator*>(static_cast<std::intptr_t>(ctx->saved_data["comm"].toInt()));
 
     const auto acc = mean.scalar_type();
     const auto dims = reduced_dims(input);

@@ -33,7 +33,8 @@ void MetricsWriter::write(const StepMetrics& m) {
                          {"samples_per_s", m.samples_per_second},
                          {"step_time_s", m.step_time_s},
                          {"data_wait_s", m.data_wait_s},
-                         {"exposed_comm_s", m.exposed_comm_s}};
+                         {"exposed_comm_s", m.exposed_comm_s},
+                         {"host_waits_per_step", m.host_waits_per_step}};
   if (m.loss_scale > 0) line["loss_scale"] = m.loss_scale;
   if (m.straggler_rank >= 0) {
     nlohmann::json straggler = {{"rank", m.straggler_rank}, {"host", m.straggler_host}, {"late_s", m.straggler_late_s}};

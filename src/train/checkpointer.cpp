@@ -46,11 +46,11 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 }  // namespace
 
 Checkpointer::Checkpointer(CheckpointerOptions options, MpiComm& control, const FaultHooks& faults,
-                           std::function<void()> sync_replicas)
+                           std::function<void(TrainingPosition&)> before_save)
     : options_(std::move(options)),
       control_(control),
       faults_(faults),
-      sync_replicas_(std::move(sync_replicas)),
+      before_save_(std::move(before_save)),
       schedule_(options_.schedule, 0, Clock::now()) {
   if (options_.directory.empty()) return;
   manager_ = std::make_unique<CheckpointManager>(options_.directory, options_.keep_last, control_);
@@ -163,9 +163,10 @@ void Checkpointer::wait() {
   if (async_) async_->wait();
 }
 
-void Checkpointer::save(const TrainingPosition& position, const TrainingStateRefs& state, bool wait) {
+void Checkpointer::save(const TrainingPosition& given, const TrainingStateRefs& state, bool wait) {
   const auto started = Clock::now();
-  sync_replicas_();
+  TrainingPosition position = given;
+  before_save_(position);
   const bool background = async_ != nullptr;
   if (background) async_->wait();  // one commit at a time; a failed one is reported here
   std::shared_ptr<const StateSnapshot> snapshot;

@@ -32,6 +32,11 @@ int rank_cores(const RankInfo& rank, const Environment& env) {
 DeviceChoice select_device(DeviceRequest requested, const RankInfo& rank) {
   const TorchCuda cuda = load_torch_cuda(requested);  // before ATen is asked anything about CUDA
   spdlog::debug("LibTorch's CUDA half: {}", cuda.detail);
+  if (cuda.driver_without_torch_cuda)
+    spdlog::warn(
+        "--device auto: this machine has a CUDA driver, but LibTorch's CUDA half did not load, so {} "
+        "trains on the CPU: {}",
+        rank.where(), cuda.detail);
   const int visible = cuda.loaded ? static_cast<int>(torch::cuda::device_count()) : 0;
   if (requested == DeviceRequest::Cuda && visible == 0)
     throw UsageError(fmt::format(

@@ -8,6 +8,7 @@
 
 #include "fused_pass.hpp"
 #include "mnddp/train/gradient_check.hpp"
+#include "multi_tensor_step.hpp"
 
 namespace mnddp {
 namespace {
@@ -103,18 +104,72 @@ torch::optim::AdamWParamState& FusedAdamW::state_of(const at::Tensor& param, boo
   return static_cast<torch::optim::AdamWParamState&>(*slot);
 }
 
-at::Tensor FusedAdamW::step(LossClosure closure) {
+at::Tensor& FusedAdamW::device_step(const at::Tensor& param, torch::optim::AdamWParamState& state) {
+  DeviceStep& entry = device_steps_[param.unsafeGetTensorImpl()];
+  if (entry.owner != &state || !entry.count.defined()) {
+    entry.owner = &state;
+    entry.count = at::full({}, static_cast<double>(state.step()), param.options().dtype(at::kFloat));
+  }
+  return entry.count;
+}
+
+at::Tensor FusedAdamW::step(LossClosure closure) { return run(closure, std::nullopt); }
+
+void FusedAdamW::step_unless(const at::Tensor& skip) { run(nullptr, skip); }
+
+bool FusedAdamW::gates_on_device() const {
+  for (const auto& group : param_groups_) {
+    if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      if (!takes_kernels(p) || !multi_tensor::alike(p, {&p.grad()})) return false;
+    }
+  }
+  return true;
+}
+
+void FusedAdamW::sync_state_to_host() {
+  if (!host_steps_stale_) return;
+  std::vector<torch::optim::AdamWParamState*> states;
+  std::vector<at::Tensor> counts;
+  for (const auto& [impl, entry] : device_steps_) {
+    const auto found = state_.find(impl);
+    if (found == state_.end() || found->second.get() != entry.owner) continue;  // replaced since
+    states.push_back(static_cast<torch::optim::AdamWParamState*>(found->second.get()));
+    counts.push_back(entry.count.to(at::kDouble).reshape({1}));
+  }
+  if (!counts.empty()) {
+    const at::Tensor host = at::cat(counts).to(at::kCPU);  // one transfer
+    const auto* values = host.const_data_ptr<double>();
+    for (std::size_t i = 0; i < states.size(); ++i) states[i]->step(static_cast<std::int64_t>(values[i]));
+  }
+  host_steps_stale_ = false;
+}
+
+at::Tensor FusedAdamW::run(const LossClosure& closure, const std::optional<at::Tensor>& skip) {
   const at::Tensor loss = fused::closure_loss(closure);
   at::NoGradGuard no_grad;
   nonfinite_seen_ = false;
+  if (skip) host_steps_stale_ = true;
   for (auto& group : param_groups_) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
     const auto [beta1, beta2] = options.betas();
+    std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;  // the multi-tensor kernel's
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const at::Tensor& grad = p.grad();
       TORCH_CHECK(!grad.is_sparse(), "AdamW does not support sparse gradients");
       auto& state = state_of(p, options.amsgrad());
+      if (!options.amsgrad() && takes_kernels(p) && multi_tensor::alike(p, {&grad})) {
+        steps.push_back(device_step(p, state));
+        if (!skip) state.step(state.step() + 1);  // the host's count follows the kernel's
+        params.push_back(p);
+        grads.push_back(grad);
+        exp_avgs.push_back(state.exp_avg());
+        exp_avg_sqs.push_back(state.exp_avg_sq());
+        continue;
+      }
+      if (skip) throw std::logic_error("FusedAdamW::step_unless: a parameter the multi-tensor kernel cannot take");
       state.step(state.step() + 1);
       const double bias_correction1 = 1 - std::pow(beta1, state.step());
       const double bias_correction2 = 1 - std::pow(beta2, state.step());
@@ -136,8 +191,8 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
         if (worst == fused::kAllOnes) nonfinite_seen_ = true;
         continue;
       }
-      // torch's own operations, for what the pass does not take. Host gradients are checked here
-      // too; a device one would cost a synchronisation each.
+      // torch's own operations, for what neither path takes. Host gradients are checked here too; a
+      // device one would cost a synchronisation each.
       if (grad.is_cpu() && !all_finite({grad})) nonfinite_seen_ = true;
       if (options.weight_decay() != 0) p.mul_(1 - options.lr() * options.weight_decay());
       exp_avg.mul_(beta1).add_(grad, 1 - beta1);
@@ -151,6 +206,7 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
       }
       p.addcdiv_(exp_avg, denom, -step_size);
     }
+    if (!params.empty()) multi_tensor::adamw(params, grads, exp_avgs, exp_avg_sqs, steps, options, skip);
   }
   return loss;
 }

@@ -10,6 +10,7 @@
 
 #include "fused_pass.hpp"
 #include "mnddp/train/gradient_check.hpp"
+#include "multi_tensor_step.hpp"
 
 namespace mnddp {
 namespace {
@@ -76,7 +77,24 @@ at::Tensor FusedSgd::keep_momentum_buffer(const at::Tensor& param, at::Tensor bu
   return buffer;
 }
 
-at::Tensor FusedSgd::step(LossClosure closure) {
+at::Tensor FusedSgd::step(LossClosure closure) { return run(closure, std::nullopt); }
+
+void FusedSgd::step_unless(const at::Tensor& skip) { run(nullptr, skip); }
+
+bool FusedSgd::gates_on_device() const {
+  for (const auto& group : param_groups_)
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const auto found = state_.find(p.unsafeGetTensorImpl());
+      at::Tensor buffer;
+      if (found != state_.end())
+        buffer = static_cast<const torch::optim::SGDParamState&>(*found->second).momentum_buffer();
+      if (!takes_kernels(p) || !multi_tensor::alike(p, {&p.grad(), &buffer})) return false;
+    }
+  return true;
+}
+
+at::Tensor FusedSgd::run(const LossClosure& closure, const std::optional<at::Tensor>& skip) {
   const at::Tensor loss = fused::closure_loss(closure);
   at::NoGradGuard no_grad;
   nonfinite_seen_ = false;
@@ -86,6 +104,10 @@ at::Tensor FusedSgd::step(LossClosure closure) {
     const double momentum = options.momentum();
     const SgdScalars scalars{static_cast<float>(weight_decay), static_cast<float>(momentum),
                              static_cast<float>(1 - options.dampening()), static_cast<float>(-1 * options.lr())};
+    // The multi-tensor kernel's lists: parameters on their first step (no buffer yet) and the rest.
+    struct Lists {
+      std::vector<at::Tensor> params, grads, buffers;
+    } first_lists, later_lists;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const at::Tensor& grad = p.grad();
@@ -93,6 +115,17 @@ at::Tensor FusedSgd::step(LossClosure closure) {
       const bool first = found == state_.end();
       at::Tensor buffer;
       if (momentum != 0 && !first) buffer = static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer();
+      if (takes_kernels(p) && multi_tensor::alike(p, {&grad, &buffer})) {
+        // A first step's buffer starts at zero: the kernel's first step overwrites it with the update's
+        // gradient, and a skipped one leaves zeros, which the next step's m * 0 + g also makes g.
+        if (momentum != 0 && first) buffer = keep_momentum_buffer(p, at::zeros_like(p, at::MemoryFormat::Preserve));
+        Lists& lists = first ? first_lists : later_lists;
+        lists.params.push_back(p);
+        lists.grads.push_back(grad);
+        if (momentum != 0) lists.buffers.push_back(buffer);
+        continue;
+      }
+      if (skip) throw std::logic_error("FusedSgd::step_unless: a parameter the multi-tensor kernel cannot take");
       if (fused::fusable(p, {&grad, &buffer})) {
         if (momentum != 0 && first) buffer = keep_momentum_buffer(p, at::empty_like(p));  // the pass writes it
         const Pass pass = weight_decay != 0 ? (momentum != 0 ? pick<true, true>(first, options.nesterov())
@@ -104,7 +137,7 @@ at::Tensor FusedSgd::step(LossClosure closure) {
         if (worst == fused::kAllOnes) nonfinite_seen_ = true;
         continue;
       }
-      // torch's own operations (torch/csrc/api/src/optim/sgd.cpp), for what the pass does not take.
+      // torch's own operations (torch/csrc/api/src/optim/sgd.cpp), for what neither path takes.
       // Host gradients are checked here too; a device one would cost a synchronisation each.
       if (grad.is_cpu() && !all_finite({grad})) nonfinite_seen_ = true;
       at::Tensor d = grad;
@@ -119,6 +152,10 @@ at::Tensor FusedSgd::step(LossClosure closure) {
       }
       p.add_(d, -1 * options.lr());
     }
+    if (!first_lists.params.empty())
+      multi_tensor::sgd(first_lists.params, first_lists.grads, first_lists.buffers, options, true, skip);
+    if (!later_lists.params.empty())
+      multi_tensor::sgd(later_lists.params, later_lists.grads, later_lists.buffers, options, false, skip);
   }
   return loss;
 }

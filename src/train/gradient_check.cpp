@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <map>
+
 #include "mnddp/error.hpp"
 #include "mnddp/finite_scan.hpp"
 
@@ -55,13 +57,24 @@ bool gradients_finite(const std::vector<at::Tensor>& parameters, std::int64_t st
   return false;
 }
 
-void nonfinite_gradients_found(std::int64_t step, double step_loss, NonfiniteGradients policy, Communicator& control) {
+void find_nonfinite(const std::vector<at::Tensor>& grads, at::Tensor& found) {
+  found.zero_();
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_type;  // the kernel takes one dtype a call
+  for (const auto& g : grads)
+    if (g.defined()) by_type[g.scalar_type()].push_back(g);
+  const at::Tensor one = at::ones({1}, found.options());
+  for (auto& [type, list] : by_type) at::_amp_foreach_non_finite_check_and_unscale_(list, found, one);
+}
+
+void nonfinite_gradients_found(std::int64_t step, double step_loss, NonfiniteGradients policy, Communicator& control,
+                               const std::string& afterwards) {
   // Every rank is here (the gradients are the same everywhere): name each rank's loss.
   std::vector<double> losses(static_cast<std::size_t>(control.size()));
   control.allgather(&step_loss, losses.data(), 1, DType::F64);
   std::vector<std::string> parts;
   for (int r = 0; r < control.size(); ++r) parts.push_back(fmt::format("{:.4g} on rank {}", losses[r], r));
-  const std::string what = fmt::format("step {}: NaN/Inf in the gradients (loss {})", step, fmt::join(parts, ", "));
+  const std::string what =
+      fmt::format("step {}: NaN/Inf in the gradients (loss {}){}", step, fmt::join(parts, ", "), afterwards);
   if (policy == NonfiniteGradients::Abort)
     throw Error(what + "; stopping (--on-nonfinite abort; 'skip' skips such steps)", kExitFailure,
                 /*collective=*/true);

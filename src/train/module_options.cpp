@@ -94,6 +94,10 @@ DdpOptions ddp_options(const TrainingConfig& config) {
   options.reducer.compression = config.grad_compression;
   options.reducer.loss_prescaled = true;  // backward runs on ddp.scale_loss(loss): no division pass
   options.reducer.shard_gradients = config.zero >= 2;
+  // SyncBatchNorm's backward all-reduces share the gradient communicator with the buckets; where
+  // ranks may leave different parameters unused, buckets wait for finalize() so that every rank
+  // issues its collectives in one order (reducer.hpp, ReducerOptions::overlap).
+  options.reducer.overlap = !(config.sync_batch_norm && config.find_unused_parameters);
   return options;
 }
 

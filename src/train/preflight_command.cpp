@@ -192,7 +192,7 @@ int preflight_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::str
   link.bytes = static_cast<std::size_t>(options.link_mb * (1 << 20));
   link.slow_rank = options.slow_rank;
   if (device_failed == 0) {
-    backend = select_gradient_backend(config.backend, choice.cuda_index(), choice.visible_gpus, rank, world);
+    backend = select_gradient_backend(config.backend, choice.cuda_index(), rank, world);
     const auto comm = make_gradient_comm(backend, world, choice.cuda_index(), config.collective_timeout);
     // Host memory for MPI (as training's copies: an MPI need not read GPU memory), device memory for NCCL.
     const auto buffer_options =

@@ -41,7 +41,7 @@ TorchCuda decide(DeviceRequest requested) {
   if (handle == nullptr) {
     if (requested == DeviceRequest::Cuda)
       throw UsageError(fmt::format("--device cuda: cannot load LibTorch's CUDA library: {}", error));
-    return {false, fmt::format("not loaded (--device auto: {})", error)};
+    return {false, fmt::format("not loaded (--device auto: {})", error), /*driver_without_torch_cuda=*/true};
   }
   // Loading registered ATen's CUDA hooks, unless some code asked ATen about CUDA before: then ATen
   // has settled on "no CUDA" for the life of the process. A bug of ours, not the user's.

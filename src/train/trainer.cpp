@@ -14,14 +14,17 @@
 #include <limits>
 #include <optional>
 
+#include "device_step.hpp"
 #include "mnddp/amp/autocast.hpp"
 #include "mnddp/diagnose/activity.hpp"
 #include "mnddp/diagnose/parameter_fingerprint.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/host_waits.hpp"
 #include "mnddp/observe/resources.hpp"
 #include "mnddp/observe/run_observer.hpp"
 #include "mnddp/observe/startup_breakdown.hpp"
 #include "mnddp/preemption.hpp"
+#include "mnddp/train/batch_source.hpp"
 #include "mnddp/train/checks_gradients.hpp"
 #include "mnddp/train/device_batch.hpp"
 #include "mnddp/train/gradient_check.hpp"
@@ -130,6 +133,7 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
   LoaderOptions loading = r.data.loading;
   loading.before_batch = r.faults.loader_hook(step, c.grad_accum_steps);
   Loader loader(*r.data.train_reader, std::move(indices), c.batch_size, loading);
+  BatchSource batches(loader, r.device.device);  // after the loader: it goes first
 
   auto position = [&](std::int64_t at_epoch, std::int64_t batches_done) {
     return TrainingPosition{step,         at_epoch, batches_done,           r.rank.world_size,
@@ -140,11 +144,14 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
   for (; epoch_step < per_epoch && step < r.data.steps.total_steps; ++epoch_step) {
     const double lr = scheduled_lr(c, step, r.data.steps.total_steps);
     const auto step_begin = Clock::now();
-    r.log->add_step(train_step(loader, step + 1, lr));
+    const std::uint64_t waits_before = host_waits();
+    train_step(batches, step + 1, lr);
+    r.log->add_host_waits(host_waits() - waits_before);
     ++step;
     r.observers.step_finished(step, epoch, step_begin, Clock::now());
     if (step % c.log_interval == 0 || step == r.data.steps.total_steps) {
       const Activity reporting(fmt::format("the log interval's report after step {}", step));
+      settle_ledger(r, step);  // a GPU's losses and verdicts, read once per interval
       const double scale = r.scaler->enabled() ? r.scaler->current_scale() : 0.0;
       const StepMetrics interval =
           r.log->report(step, epoch, lr, scale, step == r.data.steps.total_steps, r.control, r.faults);
@@ -174,7 +181,7 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
   return end;
 }
 
-double Trainer::train_step(Loader& loader, std::int64_t step, double lr) {
+void Trainer::train_step(BatchSource& batches, std::int64_t step, double lr) {
   TrainingRun& r = *run_;
   const int accum = r.config.grad_accum_steps;
   Activity::set_step(step);
@@ -182,35 +189,42 @@ double Trainer::train_step(Loader& loader, std::int64_t step, double lr) {
   set_learning_rate(*r.optimizer, lr);
   r.ddp->zero_grad();  // not the optimizer's: DDP knows which gradients are views of its buckets
   r.faults.at_step_start(step);
-  double step_loss = 0.0;
+  double step_loss = 0.0;  // on the CPU; a GPU's stays on the device (r.ledger)
   for (int micro = 0; micro < accum; ++micro) {
-    // What the data costs the step: waiting for the loader, and the batch's copy to the device.
-    std::optional<HostBatch> host;  // outlives `batch`: on the CPU, its tensors borrow this memory
-    const DeviceBatch batch = [&] {
+    // What the data costs the step: waiting for the loader (on a GPU, for a batch staged ahead).
+    const BatchSource::Batch batch = [&] {
       const PhaseTimer timer(r.observers, StepPhase::DataWait);
-      host = loader.next();
-      if (!host) throw Error("loader ended before the planned number of batches (internal error)");
-      return to_device(*host, r.device.device);
+      std::optional<BatchSource::Batch> next = batches.next();
+      if (!next) throw Error("loader ended before the planned number of batches (internal error)");
+      return std::move(*next);
     }();
     if (process_startup().finish("first batch"))  // once per process: start-up ends with the first batch
       spdlog::debug("start-up: {}", process_startup().describe());
     // Dropout masks follow the samples (seed, step, sample index), not the rank that sees them.
-    r.model->sample_randomness().set_batch(static_cast<std::uint64_t>(r.config.seed), step, host->ids);
+    r.model->sample_randomness().set_batch(static_cast<std::uint64_t>(r.config.seed), step, batch.ids);
     // Only the last micro-step of an accumulation communicates.
-    step_loss += forward_backward(batch, step, micro + 1 == accum) / accum;
+    const at::Tensor loss = forward_backward(batch.tensors, step, micro + 1 == accum);
+    if (r.ledger) {
+      r.ledger->add_micro_loss(loss, accum);
+    } else {
+      step_loss += loss.item<double>() / accum;
+    }
   }
   {
     const PhaseTimer timer(r.observers, StepPhase::ExposedComm);
     r.ddp->finalize();
   }
-  {
-    const PhaseTimer timer(r.observers, StepPhase::Optimizer);
-    apply_gradients(step, step_loss);
+  const PhaseTimer timer(r.observers, StepPhase::Optimizer);
+  if (r.ledger) {
+    apply_gradients_on_device(r, step);
+    r.log->count_step();
+    return;
   }
-  return step_loss;
+  apply_gradients(step, step_loss);
+  r.log->add_step(step_loss);
 }
 
-double Trainer::forward_backward(const DeviceBatch& batch, std::int64_t step, bool synchronise) {
+at::Tensor Trainer::forward_backward(const DeviceBatch& batch, std::int64_t step, bool synchronise) {
   TrainingRun& r = *run_;
   std::optional<DistributedDataParallel::NoSync> local_only;
   if (!synchronise) local_only.emplace(r.ddp->reducer());
@@ -227,7 +241,7 @@ double Trainer::forward_backward(const DeviceBatch& batch, std::int64_t step, bo
   at::Tensor scaled = r.ddp->scale_loss(r.scaler->scale(loss / r.config.grad_accum_steps));
   if (synchronise) r.ddp->prepare_for_backward(scaled);
   scaled.backward();
-  return loss.item<double>();  // on a GPU, waits for the step's queued work: backward's time includes it
+  return loss.detach();
 }
 
 void Trainer::apply_gradients(std::int64_t step, double step_loss) {

@@ -28,6 +28,7 @@ StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr
   const auto loss_slot = message.add_sum(loss_);
   const auto wait_slot = message.add_sum(data_wait_);
   const auto comm_slot = message.add_sum(exposed_comm_);
+  const auto waits_slot = message.add_sum(host_waits_);
   for (auto& rider : riders_) rider->contribute(message, at);
   {
     const bool stray = faults.desyncs_interval(at.first_step, at.step);
@@ -56,6 +57,7 @@ StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr
   m.step_time_s = elapsed / timed;
   m.data_wait_s = sums[1] / timed;
   m.exposed_comm_s = sums[2] / timed;
+  m.host_waits_per_step = message.sum(waits_slot) / ranks / timed;
   m.samples_per_second = timed * static_cast<double>(options_.samples_per_step) / elapsed;
   for (const auto& rider : riders_) rider->annotate(m);
   const std::string straggler = m.straggler_rank < 0
@@ -68,7 +70,7 @@ StepMetrics TrainingLog::report(std::int64_t step, std::int64_t epoch, double lr
               epoch, step, options_.total_steps, m.loss, lr, m.samples_per_second, m.step_time_s * 1e3,
               m.data_wait_s * 1e3, m.exposed_comm_s * 1e3, straggler);
   writer_.write(m);
-  loss_ = data_wait_ = exposed_comm_ = 0.0;
+  loss_ = data_wait_ = exposed_comm_ = host_waits_ = 0.0;
   steps_ = timed_steps_ = 0;
   start_ = Clock::now();
   return m;

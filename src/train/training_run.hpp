@@ -24,6 +24,7 @@
 #include "mnddp/train/evaluator.hpp"
 #include "mnddp/train/module_options.hpp"
 #include "mnddp/train/resume_plan.hpp"
+#include "mnddp/train/step_ledger.hpp"
 #include "mnddp/train/trainer.hpp"
 #include "mnddp/train/training_log.hpp"
 #include "mnddp/zero/zero_partition.hpp"
@@ -66,6 +67,8 @@ struct TrainingRun {
   std::unique_ptr<TrainingLog> log;
   Observers observers;             // the log, the summary, and --progress, --trace's observers
   std::int64_t skipped_steps = 0;  // steps skipped for inf/NaN gradients
+  // On a GPU: the loss and the verdicts the steps keep on the device (step_ledger.hpp); none on the CPU.
+  std::unique_ptr<StepLedger> ledger;
 
   // The global batch of one optimizer step: every rank's micro-batches.
   std::int64_t samples_per_step() const { return config.batch_size * config.grad_accum_steps * rank.world_size; }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "device_step.hpp"
 #include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/comm/backend.hpp"
 #include "mnddp/data/feature_stats.hpp"
@@ -52,7 +53,8 @@ std::shared_ptr<Model> build_model(const TrainingConfig& config, const std::vect
   spec.output_meaning = task.describe();
   auto model = make_model(spec);
   model->to(device.device);
-  if (wants_channels_last(config.memory_format, spec.kind, device.device.is_cpu(), config.deterministic)) {
+  if (wants_channels_last(config.memory_format, spec.kind, device.device.is_cpu(), config.deterministic,
+                          config.amp != Amp::Off)) {
     const int converted = make_channels_last(*model, config.model.text());
     if (rank.is_root())
       spdlog::info("--memory-format {}: {} weights and their activations channels-last (NHWC)",
@@ -242,7 +244,7 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& given, const 
   startup.mark("checkpoint verify");
   const TrainingConfig& config = r.config;
   on_all_then_agree(control, [&] { r.device = select_device(config.device, rank); });
-  r.backend = select_gradient_backend(config.backend, r.device.cuda_index(), r.device.visible_gpus, rank, control);
+  r.backend = select_gradient_backend(config.backend, r.device.cuda_index(), rank, control);
   startup.mark("device");
   on_all_then_agree(control, [&] {
     check_device_rules(config, r.device);
@@ -268,8 +270,15 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& given, const 
   TrainingConfig recorded = config;
   recorded.vocab_size = r.task->options().vocab_size;
   recorded.context = r.task->options().context;
+  // On a GPU the steps' losses and verdicts stay on the device until the host reads them.
+  if (r.device.device.is_cuda())
+    r.ledger = std::make_unique<StepLedger>(r.device.device, config.on_nonfinite, r.scaler->enabled());
   r.checkpointer = std::make_unique<Checkpointer>(checkpointer_options(recorded), control, r.faults,
-                                                  [&r] { r.ddp->sync_buffers(); });
+                                                  [&r](TrainingPosition& position) {
+                                                    r.ddp->sync_buffers();
+                                                    settle_ledger(r, position.step);
+                                                    position.interval_loss = r.log->interval_loss();
+                                                  });
   settle_preemption_signals(preemption_signals(config));
   startup.mark("optimizer");
   on_all_then_agree(control, [&] { resume(r); });

@@ -154,6 +154,17 @@ bool ZeroPartition::gradients_finite() {
   return finite.item<int>() == 1;
 }
 
+at::Tensor ZeroPartition::nonfinite_flag() {
+  std::vector<at::Tensor> grads;
+  for (const auto& piece : pieces_) grads.push_back(piece.grad());
+  const at::Tensor& first = reducer_.parameters().front();
+  at::Tensor found = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(first.device()));
+  find_nonfinite(grads, found);
+  const CollectiveLabel label("ZeRO finite-gradient vote");
+  allreduce(comm_, found, ReduceOp::Max);
+  return found;
+}
+
 void ZeroPartition::clip_grad_norm(double max_norm) {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> grads;

@@ -10,6 +10,7 @@
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/train/device_gated_optimizer.hpp"
 #include "mnddp/train/lamb.hpp"
 #include "mnddp/train/lars.hpp"
 #include "mnddp/zero/zero_partition.hpp"
@@ -78,6 +79,7 @@ torch::optim::OptimizerParamState* ZeroPartition::state_of_piece(std::size_t k) 
 }
 
 std::vector<std::int64_t> ZeroPartition::agreed_steps(OptimizerKind kind) {
+  if (auto* gated = dynamic_cast<DeviceGatedOptimizer*>(optimizer_)) gated->sync_state_to_host();
   const auto& params = reducer_.parameters();
   at::Tensor steps = at::zeros({static_cast<std::int64_t>(params.size())}, at::kLong);
   auto* values = steps.data_ptr<std::int64_t>();

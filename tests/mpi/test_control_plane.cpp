@@ -48,14 +48,24 @@ class GradientPlaneRecorder final : public Communicator {
     inner_->barrier();
   }
   std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
-                                            void* producer_stream) override {
+                                            std::optional<CudaStream> producer) override {
     record("allreduce_async", count, dtype);
-    return inner_->allreduce_async(buffer, count, dtype, op, producer_stream);
+    return inner_->allreduce_async(buffer, count, dtype, op, producer);
   }
   std::shared_ptr<CommWork> reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
-                                                 void* producer_stream) override {
+                                                 std::optional<CudaStream> producer) override {
     record("reduce_scatter_async", count, dtype);
-    return inner_->reduce_scatter_async(buffer, count, dtype, op, producer_stream);
+    return inner_->reduce_scatter_async(buffer, count, dtype, op, producer);
+  }
+  std::shared_ptr<CommWork> broadcast_async(void* buffer, std::size_t count, DType dtype, int root,
+                                            std::optional<CudaStream> producer) override {
+    record("broadcast_async", count, dtype);
+    return inner_->broadcast_async(buffer, count, dtype, root, producer);
+  }
+  std::shared_ptr<CommWork> allgather_async(const void* send, void* recv, std::size_t count, DType dtype,
+                                            std::optional<CudaStream> producer) override {
+    record("allgather_async", count, dtype);
+    return inner_->allgather_async(send, recv, count, dtype, producer);
   }
 
   std::vector<std::string> violations() const {

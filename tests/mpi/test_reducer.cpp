@@ -200,6 +200,20 @@ TEST_P(ReducerTest, ParameterUnusedOnSomeRanksDoesNotHang) {
   }
 }
 
+// Without overlap (what --sync-batchnorm with --find-unused-parameters sets: SyncBatchNorm's collectives
+// share the communicator, and a rank that used fewer parameters would complete a bucket at another
+// point among them): no bucket starts during backward, and the result is the same.
+TEST_P(ReducerTest, WithoutOverlapEveryBucketStartsInFinalize) {
+  DdpOptions options = tiny_buckets(GradCompression::None, /*find_unused=*/true);
+  options.reducer.overlap = false;
+  auto net = make_net();
+  DistributedDataParallel ddp(net, comm, options);
+  const bool use_b = comm.rank() % 2 == 1;
+  const auto local = step(ddp, *net, rank_input(comm.rank(), 16), use_b);
+  EXPECT_EQ(ddp.reducer().last_stats().buckets_launched_in_backward, 0u);
+  EXPECT_LE(max_relative_error(grads_of(*net), flat_reference(comm, local)), 1e-6);
+}
+
 // As PyTorch: with find_unused_parameters, a parameter no rank used keeps no gradient, so the
 // optimizer (AdamW's momentum and weight decay included) leaves it where it is.
 TEST_P(ReducerTest, ParameterUnusedEverywhereKeepsNoGradientAndIsNotStepped) {

@@ -215,12 +215,14 @@ TEST(Cnn3d, MapsVolumesToTargetsWithTheCosmoFlowLayout) {
 
 }  // namespace
 
-// --memory-format: auto picks channels-last for the zoo's 2-D convolution models on CPU only, and
-// not under --deterministic; explicit values are obeyed.
-TEST(MemoryLayout, AutoMeansChannelsLastForConvolutionModelsOnCpu) {
+// --memory-format: auto picks channels-last for the zoo's 2-D convolution models on CPU, and on a GPU
+// under half-precision autocast, not under --deterministic; explicit values are obeyed.
+TEST(MemoryLayout, AutoMeansChannelsLastForConvolutionModelsOnCpuAndHalfPrecisionGpus) {
   for (ModelKind kind : {ModelKind::ConvNet, ModelKind::Resnet18, ModelKind::Resnet34, ModelKind::Resnet50}) {
     EXPECT_TRUE(wants_channels_last(MemoryLayout::Auto, kind, /*on_cpu=*/true, /*deterministic=*/false));
     EXPECT_FALSE(wants_channels_last(MemoryLayout::Auto, kind, /*on_cpu=*/false, false));
+    EXPECT_TRUE(wants_channels_last(MemoryLayout::Auto, kind, false, false, /*half_precision=*/true));
+    EXPECT_FALSE(wants_channels_last(MemoryLayout::Auto, kind, false, /*deterministic=*/true, true));
     EXPECT_FALSE(wants_channels_last(MemoryLayout::Auto, kind, true, /*deterministic=*/true));
     EXPECT_FALSE(wants_channels_last(MemoryLayout::Contiguous, kind, true, false));
   }

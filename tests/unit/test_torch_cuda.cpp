@@ -38,7 +38,7 @@ TEST(TorchCuda, CpuRequestLoadsNothing) {
   const TorchCuda cpu = load_torch_cuda(DeviceRequest::Cpu);
   EXPECT_FALSE(cpu.loaded);
   EXPECT_NE(cpu.detail.find("--device cpu"), std::string::npos) << cpu.detail;
-  EXPECT_EQ(current_stream_of(at::zeros({2})), nullptr);  // a host tensor has no stream
+  EXPECT_FALSE(current_stream_of(at::zeros({2})).has_value());  // a host tensor has no stream
 }
 
 TEST(TorchCuda, CudaRequestGivesATenItsCudaHalf) {

@@ -32,7 +32,13 @@ class LossScaler {
   // all-reduced gradients, which are identical on every rank, so every rank gets the same answer.
   // Under ZeRO each rank holds different gradients (its pieces): `agree_over` then makes the verdict
   // (and the scale's next update) every rank's, by one all-reduce of the found-inf flag.
+  // Reads the verdict on the host: a synchronisation on a GPU (as GradScaler.step has with an
+  // optimizer that cannot take found_inf).
   bool unscale(const std::vector<at::Tensor>& parameters, Communicator* agree_over = nullptr);
+  // The same without the verdict's read: found_inf() holds it on the device (1 where inf/NaN was
+  // found), for an optimizer that skips on the device (train/device_gated_optimizer.hpp).
+  void unscale_on_device(const std::vector<at::Tensor>& parameters, Communicator* agree_over = nullptr);
+  const at::Tensor& found_inf() const { return found_inf_; }
   // After the step (taken or skipped): halve on overflow, grow after enough clean steps.
   void update();
   double current_scale() const;

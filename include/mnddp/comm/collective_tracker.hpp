@@ -93,7 +93,8 @@ class CollectiveTracker {
   const std::string& channel() const { return channel_; }
   std::uint64_t hash() const;
 
-  // Every live tracker's snapshot (all channels of this process), and a poll of every tracker.
+  // Every live tracker's snapshot (all channels of this process), and a poll of every tracker (its
+  // probes run outside the trackers' locks: a CUDA call may block).
   static std::vector<Snapshot> snapshot_all(bool with_history = false);
   static void poll_all();
   // One hash of every Lockstep channel's call sequence (by channel name, so the order trackers were
@@ -107,6 +108,7 @@ class CollectiveTracker {
  private:
   std::string channel_;
   ChannelPace pace_;
+  std::uint64_t id_;  // unique in the process, so poll_all never ends a record of a newer tracker
   mutable std::mutex mutex_;
   std::uint64_t started_ = 0;
   std::uint64_t finished_ = 0;

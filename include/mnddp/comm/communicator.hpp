@@ -10,19 +10,24 @@
 #include <vector>
 
 #include "mnddp/comm/dtype.hpp"
+#include "mnddp/cuda_stream.hpp"
 
 namespace mnddp {
 
-// A collective in flight. Completion is observed with wait(); an error inside the collective is
-// rethrown there.
+// A collective in flight. Completion is observed with wait() or wait_on(); an error inside the
+// collective is rethrown there.
 class CommWork {
  public:
   virtual ~CommWork() = default;
-  // Returns once the result is usable. For device backends `consumer_stream` (a cudaStream_t) is
-  // made to wait for the result instead of blocking the host; host backends ignore it.
-  virtual void wait(void* consumer_stream = nullptr) = 0;
+  // Blocks the calling thread until the result is in the buffer. On a device backend this is a host
+  // wait on the GPU: counted (host_waits.hpp), and never what the training step wants.
+  virtual void wait() = 0;
+  // Makes the work queued on `consumer` from now on wait for the result. A device backend (NCCL)
+  // does it on the GPU and returns at once; a host backend (MPI) waits here, on the host, since its
+  // result lands in host memory.
+  virtual void wait_on(CudaStream consumer) = 0;
   virtual bool is_completed() = 0;
-  // Seconds the collective itself ran (queueing excluded), once completed; 0 where unknown.
+  // Seconds the collective itself ran (queueing excluded); waits for it to complete. 0 where unknown.
   virtual double busy_seconds() { return 0.0; }
 };
 
@@ -51,15 +56,24 @@ class Communicator {
 
   // Starts an in-place all-reduce and returns at once. Asynchronous collectives run in the order
   // they are started, on a channel of their own (so they never interleave with the blocking calls
-  // above); every rank must start the same sequence. For device backends the collective is ordered
-  // after the work already queued on `producer_stream` (a cudaStream_t).
+  // above); every rank must start the same sequence. `producer`: the stream whose work queued so far
+  // writes `buffer`. A device backend orders the collective after it on the GPU (no stream: the
+  // legacy default stream); a host backend's thread waits on the host for it before the collective
+  // runs (a host buffer filled by asynchronous device-to-host copies).
   virtual std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
-                                                    void* producer_stream = nullptr) = 0;
+                                                    std::optional<CudaStream> producer = std::nullopt) = 0;
   // Starts an in-place reduce-scatter, on the same channel and in the same order as allreduce_async:
   // `buffer` holds size() * count elements; once complete, elements [rank() * count, (rank() + 1) *
   // count) hold op over every rank's elements at that place, and the rest of the buffer is undefined.
   virtual std::shared_ptr<CommWork> reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
-                                                         void* producer_stream = nullptr) = 0;
+                                                         std::optional<CudaStream> producer = std::nullopt) = 0;
+  // A broadcast and an all-gather (arguments as the blocking calls') that a device backend queues
+  // after `producer` and returns at once, so that a stream can wait for them (wait_on) instead of the
+  // host. A host backend runs the blocking call and returns completed work.
+  virtual std::shared_ptr<CommWork> broadcast_async(void* buffer, std::size_t count, DType dtype, int root,
+                                                    std::optional<CudaStream> producer = std::nullopt);
+  virtual std::shared_ptr<CommWork> allgather_async(const void* send, void* recv, std::size_t count, DType dtype,
+                                                    std::optional<CudaStream> producer = std::nullopt);
   // True when buffers must live in GPU memory (NCCL); false for host memory (MPI).
   virtual bool uses_device_memory() const { return false; }
 
@@ -68,12 +82,17 @@ class Communicator {
 };
 
 // --- Small typed helpers over the interface ---------------------------------------------------
+// Control messages: host values, so a host communicator only (the MPI control plane). A device
+// communicator (NCCL) would take the host pointers as device ones: these refuse it (std::logic_error).
 void broadcast_string(Communicator& comm, std::string& text, int root = 0);
 std::int64_t allreduce_sum(Communicator& comm, std::int64_t value);
 std::int64_t allreduce_max(Communicator& comm, std::int64_t value);
 std::int64_t allreduce_min(Communicator& comm, std::int64_t value);
 double allreduce_sum(Communicator& comm, double value);
 std::vector<std::string> allgather_strings(Communicator& comm, const std::string& mine);
+// Throws std::logic_error naming `what` when `comm` needs device memory (the helpers above and
+// below call it).
+void require_host_comm(const Communicator& comm, const char* what);
 
 // A failure seen by some ranks, to be agreed on by all.
 struct Failure {

@@ -59,10 +59,12 @@ class MpiComm final : public Communicator {
   // timestamps with each rank in turn and the round trip with the least delay gives the offset. Takes
   // about size() * rounds round trips.
   ClockSync synchronise_clocks(int rounds = 8);
+  // `producer`: the buffer is host memory that asynchronous copies on that CUDA stream fill; the
+  // channel's thread waits for them (a HostFence recorded now) before the collective runs.
   std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
-                                            void* producer_stream = nullptr) override;
+                                            std::optional<CudaStream> producer = std::nullopt) override;
   std::shared_ptr<CommWork> reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
-                                                 void* producer_stream = nullptr) override;
+                                                 std::optional<CudaStream> producer = std::nullopt) override;
   std::uint64_t collective_count() const override { return collectives_; }
 
  private:

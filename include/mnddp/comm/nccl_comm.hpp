@@ -23,7 +23,8 @@ namespace mnddp {
 class NcclComm final : public Communicator {
  public:
   // Collective over `bootstrap`'s ranks; `device` is this rank's CUDA device index.
-  // `init_timeout_s` bounds ncclCommInitRankConfig (it is polled, then aborted).
+  // `init_timeout_s` bounds ncclCommInitRankConfig (it is polled, then aborted). Throws UsageError
+  // when the libnccl the process loaded is not the version mnddp was built against.
   NcclComm(Communicator& bootstrap, int device, double init_timeout_s = 600.0);
   ~NcclComm() override;
 
@@ -33,19 +34,26 @@ class NcclComm final : public Communicator {
   bool uses_device_memory() const override { return true; }
 
   // Blocking calls: ordered after work queued on the legacy default stream (torch's default
-  // current stream); they return when the result is in `buffer`.
+  // current stream); they return when the result is in `buffer`, so each is a host wait. The
+  // training path uses the asynchronous calls and waits on a stream instead (tensor_comm.hpp).
   void allreduce(void* buffer, std::size_t count, DType dtype, ReduceOp op) override;
   void broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
   void allgather(const void* send, void* recv, std::size_t count, DType dtype) override;
   void send_receive(const void* send, int to, void* recv, int from, std::size_t bytes) override;
   void barrier() override;
   std::shared_ptr<CommWork> allreduce_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
-                                            void* producer_stream = nullptr) override;
+                                            std::optional<CudaStream> producer = std::nullopt) override;
   std::shared_ptr<CommWork> reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
-                                                 void* producer_stream = nullptr) override;
+                                                 std::optional<CudaStream> producer = std::nullopt) override;
+  std::shared_ptr<CommWork> broadcast_async(void* buffer, std::size_t count, DType dtype, int root,
+                                            std::optional<CudaStream> producer = std::nullopt) override;
+  std::shared_ptr<CommWork> allgather_async(const void* send, void* recv, std::size_t count, DType dtype,
+                                            std::optional<CudaStream> producer = std::nullopt) override;
   std::uint64_t collective_count() const override { return collectives_; }
 
-  // ncclCommAbort: for the abort path (Runtime::abort_all); safe to call once from any thread.
+  // ncclCommAbort, for the abort path (Runtime::abort_all); once, from any thread. Every later use of
+  // the communicator throws instead of touching it; uses in progress (a poll loop on another thread)
+  // see the mark within one poll and leave before the communicator is freed (at most kAbortGrace).
   void abort();
   // Throws LibraryError if NCCL has reported an asynchronous error on this communicator (Error
   // once it was aborted).
@@ -55,10 +63,16 @@ class NcclComm final : public Communicator {
   std::optional<std::string> async_error();
 
   struct Handles;  // NCCL and CUDA handles (kept out of this header)
+  class Use;       // one use of the communicator in progress (abort waits for it)
+  class Work;      // one queued collective
 
  private:
-  // Opens the watchdog's record of a collective about to be queued; `done` says when the GPU is done.
-  std::uint64_t track(const char* op, std::size_t bytes, std::function<bool()> done);
+  template <typename Enqueue>
+  std::shared_ptr<CommWork> launch(const char* op, std::size_t bytes, std::optional<CudaStream> producer,
+                                   Enqueue&& enqueue);
+  // Checks an NCCL result; with a non-blocking communicator a call may report ncclInProgress, which
+  // is polled to its end (or to an abort).
+  void check(int rc, const char* call);
 
   std::unique_ptr<Handles> handles_;
   int rank_ = 0;
@@ -66,6 +80,7 @@ class NcclComm final : public Communicator {
   int device_ = 0;
   std::atomic<std::uint64_t> collectives_{0};
   std::atomic<bool> aborted_{false};
+  std::atomic<int> users_{0};
   CollectiveTracker tracker_{"nccl"};
 };
 

@@ -38,13 +38,19 @@ struct ReducerOptions {
   // its chunk of it (shards()); parameters hold no gradient after finalize(). Bucket buffers exist
   // only while their collective runs (gradient_shards.hpp).
   bool shard_gradients = false;
+  // Buckets start during backward as they fill (PyTorch's overlap). Off: every bucket starts in
+  // finalize(), in plan order. For a model whose layers also communicate during backward on the same
+  // communicator (SyncBatchNorm) while ranks may differ in which parameters they use
+  // (find_unused_parameters): a rank that did not use a parameter would complete its bucket at
+  // another point between the layers' collectives than a rank that did, and the two would issue
+  // their collectives in different orders (F10 of the GPU review).
+  bool overlap = true;
 };
 
 // Timings of the last synchronised step, for benchmarks and the log.
 struct ReducerStats {
   std::size_t buckets_launched_in_backward = 0;  // started before finalize(): overlapped
-  double finalize_wait_s = 0.0;                  // time finalize() blocked on communication
-  double comm_s = 0.0;                           // time the all-reduces themselves ran, summed
+  double finalize_wait_s = 0.0;                  // time finalize() blocked the host on communication
   // When the first bucket of the last synchronised backward was handed to the communicator (as the
   // host saw it): the moment this rank became ready to communicate (straggler blame).
   std::chrono::steady_clock::time_point first_bucket_ready;
@@ -85,6 +91,9 @@ class Reducer {
   // (find_unused_parameters), so that it has no gradient and the optimizer leaves it alone.
   bool unused_everywhere(std::size_t index) const { return unused_everywhere_[index]; }
   const ReducerStats& last_stats() const { return stats_; }
+  // Seconds the last synchronised step's collectives ran, summed (queueing excluded). Waits for them
+  // to complete: for benchmarks, not for the training loop.
+  double last_comm_seconds();
 
   // Called by the gradient-accumulator hooks.
   void mark_ready(std::size_t index);
@@ -106,6 +115,9 @@ class Reducer {
   void warn_missing_once(std::size_t first, std::size_t count);  // without find_unused_parameters
   void launch_complete_buckets();
   void launch(Bucket& bucket);
+  // Waits for a launched bucket where its result is used next (its stream, or the host) and brings a
+  // staged one back to the device.
+  void complete(Bucket& bucket);
   // shard_gradients: keeps the chunks of the launched buckets whose reduce-scatter has finished
   // (all of them, waiting, with `wait`) and returns their buffers to the pool.
   void release_finished_buckets(bool wait);
@@ -123,7 +135,8 @@ class Reducer {
   std::vector<std::uintptr_t> hook_keys_;
 
   std::mutex mutex_;
-  bool solo_ = false;  // one rank, no compression: gradients are never staged (see the constructor)
+  bool solo_ = false;    // one rank, no compression: gradients are never staged (see the constructor)
+  bool staged_ = false;  // a host communicator with gradients on a GPU: buckets copied through pinned memory
   bool sync_ = true;
   bool step_active_ = false;
   std::vector<bool> ready_;
@@ -136,6 +149,7 @@ class Reducer {
   std::vector<bool> unused_everywhere_;
   bool warned_missing_ = false;
   ReducerStats stats_;
+  std::vector<std::shared_ptr<CommWork>> last_works_;  // the last synchronised step's, for last_comm_seconds()
 };
 
 }  // namespace mnddp

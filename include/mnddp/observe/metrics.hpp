@@ -21,6 +21,9 @@ struct StepMetrics {
   double step_time_s = 0.0;         // mean over the interval
   double data_wait_s = 0.0;         // mean time per step spent waiting for the loader
   double exposed_comm_s = 0.0;      // mean time per step spent waiting for all-reduces after backward
+  // Mean over ranks and steps of the host's waits on the GPU inside a step (host_waits.hpp): 0 is
+  // the goal; the log interval's own read of the loss is not inside a step.
+  double host_waits_per_step = 0.0;
   // The interval's straggler (diagnose/straggler_watch.hpp): the rank that reached its first gradient
   // bucket last, by more than the threshold; -1: none. Its lateness per step, and (when known) the
   // split of it into the time before its batch was ready, forward and backward, each against the

@@ -38,10 +38,11 @@ struct CheckpointerOptions {
 
 class Checkpointer {
  public:
-  // Collective over `control`. `sync_replicas` makes the replicas' buffers agree before a snapshot
-  // (every rank writes a share of the same state).
+  // Collective over `control`. `before_save` runs on every rank before a snapshot: it makes the
+  // replicas' buffers agree (every rank writes a share of the same state) and completes the
+  // position with what the loop keeps on a device (the interval's loss), which it may throw for.
   Checkpointer(CheckpointerOptions options, MpiComm& control, const FaultHooks& faults,
-               std::function<void()> sync_replicas);
+               std::function<void(TrainingPosition&)> before_save);
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -81,7 +82,7 @@ class Checkpointer {
   CheckpointerOptions options_;
   MpiComm& control_;
   const FaultHooks& faults_;
-  std::function<void()> sync_replicas_;
+  std::function<void(TrainingPosition&)> before_save_;
   std::unique_ptr<CheckpointManager> manager_;  // when a directory is given
   std::unique_ptr<AsyncCheckpointer> async_;    // and --checkpoint-async
   CheckpointSchedule schedule_;

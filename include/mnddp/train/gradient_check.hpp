@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "mnddp/choices.hpp"
@@ -23,7 +24,13 @@ bool gradients_finite(const std::vector<at::Tensor>& parameters, std::int64_t st
                       NonfiniteGradients policy, Communicator& control);
 
 // The verdict once NaN/Inf was found (by gradients_finite, or by the optimizer's own pass: FusedSgd):
-// Abort throws the collective Error, Skip warns on rank 0. Every rank must call it.
-void nonfinite_gradients_found(std::int64_t step, double step_loss, NonfiniteGradients policy, Communicator& control);
+// Abort throws the collective Error, Skip warns on rank 0. Every rank must call it. `afterwards`: what
+// followed, when the verdict is read later than the step (on a GPU, at the log interval).
+void nonfinite_gradients_found(std::int64_t step, double step_loss, NonfiniteGradients policy, Communicator& control,
+                               const std::string& afterwards = "");
+
+// Sets `found` (one float on the gradients' device) to 1 where a gradient holds NaN or Inf, 0 else,
+// on the device: no host wait (ATen's AMP check, with a scale of 1).
+void find_nonfinite(const std::vector<at::Tensor>& grads, at::Tensor& found);
 
 }  // namespace mnddp

@@ -13,6 +13,9 @@ namespace mnddp {
 struct TorchCuda {
   bool loaded = false;
   std::string detail;  // what was loaded, or why not (for the log)
+  // --device auto found a CUDA driver but could not load the CUDA half: the run falls back to the
+  // CPU where the user most likely expected a GPU, which select_device() says at warn level.
+  bool driver_without_torch_cuda = false;
 };
 
 // Loads it where `requested` may use a GPU (once loaded, it stays). It must come before anything

@@ -38,6 +38,7 @@ struct DeviceBatch;
 struct CheckpointDecision;
 struct TrainingPosition;
 class Loader;
+class BatchSource;
 
 // For tests: wraps the gradient communicator a run builds (tests/mpi/test_control_plane.cpp records
 // what reaches it).
@@ -67,10 +68,11 @@ class Trainer {
   };
   EpochEnd train_epoch(std::int64_t epoch, std::int64_t& step, TrainResult& result);
   // Optimizer step `step` (from 1) at learning rate `lr`: grad_accum_steps micro-batches, then the
-  // update. Returns the step's loss (this rank's, the mean over its micro-batches).
-  double train_step(Loader& loader, std::int64_t step, double lr);
-  // One micro-batch's forward and backward; its loss (unscaled, this rank's).
-  double forward_backward(const DeviceBatch& batch, std::int64_t step, bool synchronise);
+  // update; the step's loss (this rank's, the mean over its micro-batches) goes to the log (on a GPU
+  // through the ledger, read at the log interval).
+  void train_step(BatchSource& batches, std::int64_t step, double lr);
+  // One micro-batch's forward and backward; its loss (unscaled, this rank's, detached, on the device).
+  at::Tensor forward_backward(const DeviceBatch& batch, std::int64_t step, bool synchronise);
   void apply_gradients(std::int64_t step, double step_loss);
   void apply_sharded_gradients(std::int64_t step, double step_loss);
   void evaluate(std::int64_t step, std::int64_t epoch, TrainResult& result);

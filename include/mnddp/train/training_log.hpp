@@ -37,9 +37,16 @@ class TrainingLog final : public RunObserver {
   void phase(StepPhase phase, Clock::time_point begin, Clock::time_point end) override;
   void add_step(double loss) {
     loss_ += loss;
+    count_step();
+  }
+  // A step whose loss comes later, with others' (add_loss): a GPU's, read at the log interval.
+  void count_step() {
     ++steps_;
     ++timed_steps_;
   }
+  void add_loss(double loss_sum) { loss_ += loss_sum; }
+  // The host waits on the GPU inside a step (host_waits.hpp), reported per step.
+  void add_host_waits(std::uint64_t waits) { host_waits_ += static_cast<double>(waits); }
   double interval_loss() const { return loss_; }
   std::int64_t interval_steps() const { return steps_; }
 
@@ -60,6 +67,7 @@ class TrainingLog final : public RunObserver {
   std::int64_t timed_steps_ = 0;  // in the interval, in this invocation: the time-based figures' divisor
   double data_wait_ = 0.0;
   double exposed_comm_ = 0.0;
+  double host_waits_ = 0.0;
   Clock::time_point start_ = Clock::now();
   std::vector<std::unique_ptr<IntervalRider>> riders_;
 };

@@ -46,6 +46,9 @@ class ZeroPartition final : public ShardedOptimizerState {
   void release_gradients();
   // Collective: whether the gradients of every rank's pieces are finite.
   bool gradients_finite();
+  // Collective: the same verdict left on the device, one float that is 1 where some rank's piece
+  // holds NaN/Inf (the all-reduce ordered on the GPU; no host wait).
+  at::Tensor nonfinite_flag();
   // Collective: torch's clip_grad_norm_ over the whole model (the norm adds every rank's pieces).
   void clip_grad_norm(double max_norm);
   // Collective: every rank's updated pieces to every rank, into the parameters.
