@@ -94,8 +94,8 @@ say "bundle: $(wc -l <<<"$packages") packages into $debs"
 prebuilt=$bundle/prebuilt
 rm -rf "$prebuilt"
 mkdir -p "$prebuilt/tests" "$prebuilt/bench"
-for binary in mnddp mnddp-data tests/test_gpu bench/mnddp-bench-ddp; do
-  [ -x "$build_dir/$binary" ] || die "no $build_dir/$binary to carry as the fallback: build first"
+for binary in mnddp mnddp-data tests/test_gpu tests/test_nccl_pair bench/libmnddp_host_waits.so; do
+  [ -e "$build_dir/$binary" ] || die "no $build_dir/$binary to carry as the fallback: build first"
   strip -o "$prebuilt/$binary" "$build_dir/$binary"
 done
 bytes=$(du -cb "$debs"/*.deb "$prebuilt"/mnddp* "$prebuilt"/*/* | tail -1 | cut -f1)
