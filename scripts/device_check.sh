@@ -239,15 +239,17 @@ fi
 if wanted equivalence; then
   if ((pair_ok)); then stage_runs equivalence 150; else row equivalence skip "NCCL refused the two-rank world"; fi
 fi
-if wanted failures; then stage_runs failures 150; fi
+if wanted failures; then stage_runs failures 100; fi
 
 # --- bench ----------------------------------------------------------------------------------------
 if wanted bench && fits bench 90; then
   left=$((budget - (SECONDS - started) - 5))
   ranks=1,2
   ((pair_ok)) || ranks=1
+  # One round in the first call (its budget); a rerun of the stage alone can take more
+  # (MNDDP_BENCH_ROUNDS=3 scripts/device_check.sh --stages build,bench).
   timeout -k 10 "$left" "$python" bench/gpu_bench.py --build "$build" --work "$OUT/bench" --ranks "$ranks" \
-    --python "$python" "${dry[@]}" >"$OUT/bench.log" 2>&1
+    --rounds "${MNDDP_BENCH_ROUNDS:-1}" --python "$python" "${dry[@]}" >"$OUT/bench.log" 2>&1
   rc=$?
   while read -r line; do
     [[ $line == *FAIL* ]] && row bench FAIL "${line#ratio }" || row bench ok "${line#ratio }"

@@ -222,65 +222,88 @@ def equivalence(args):
 # ---- failures -----------------------------------------------------------------------------------------
 
 
-def rank_pid(build, rank):
-    """The pid of the mnddp process of MPI rank `rank`, from its environment."""
+def rank_pid(build, rank, case):
+    """The pid of the mnddp process of MPI rank `rank` in the launch of failure case `case`, from its
+    environment (the cases run at once)."""
     pids = subprocess.run(["pgrep", "-f", f"^{build / 'mnddp'} train"], capture_output=True, text=True).stdout.split()
     for pid in pids:
         try:
             env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
         except OSError:
             continue
-        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env and f"MNDDP_CHECK_CASE={case}".encode() in env:
             return int(pid)
     return None
 
 
 def failures(args):
+    """The three cases run at once (their limits count from each fault), then are judged one by one."""
     build, work = Path(args.build), Path(args.work)
     data = synth(build, work / "failure-data", "--train-samples", "8192", "--shape", "3,16,16", "--classes", "4")
     device = "cpu" if args.dry_run else "cuda"
     timeout = 10
+    limit = timeout + 30
     base = ["--model", "convnet", "--hidden", "16", "--batch-size", "32", "--max-steps", "100000",
             "--epochs", "1000000", "--log-interval", "5", "--threads", "2", "--collective-timeout", str(timeout)]
-    cases = [("stopped rank (SIGSTOP)", signal.SIGSTOP, []), ("killed rank (SIGKILL)", signal.SIGKILL, []),
-             ("injected stall", None, ["--inject-fault", "stall@15"])]
+    cases = [("stopped rank (SIGSTOP)", "stopped", signal.SIGSTOP, []),
+             ("killed rank (SIGKILL)", "killed", signal.SIGKILL, []),
+             ("injected stall", "stall", None, ["--inject-fault", "stall@15"])]
     if args.dry_run:
         cases = cases[:1]
-    for name, sig, extra in cases:
-        tag = name.split()[0]
+    runs = {}
+    for name, tag, sig, extra in cases:
         incidents = work / f"incident-{tag}.jsonl"
         incidents.unlink(missing_ok=True)
         log_path = work / f"failure-{tag}.log"
-        env = run_env(MNDDP_INCIDENT_FILE=str(incidents))
-        cmd = [MPIEXEC, "--mca", "odls_base_sigkill_timeout", "5", *mpiexec(2, *train(build, data, device, *base,
-                                                                                       *extra))[1:]]
+        env = run_env(MNDDP_INCIDENT_FILE=str(incidents), MNDDP_CHECK_CASE=tag)
+        cmd = [MPIEXEC, "--mca", "odls_base_sigkill_timeout", "5",
+               *mpiexec(2, *train(build, data, device, *base, *extra))[1:]]
         run = subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=env,
                                start_new_session=True)
-        start = time.time()
-        victim = None
-        if sig is not None:
-            while time.time() - start < 120 and "step 10/" not in log_path.read_text(errors="replace"):
-                time.sleep(0.2)
-            victim = rank_pid(build, 1)
-            if victim:
-                os.kill(victim, sig)
-            start = time.time()
-        try:
-            rc = run.wait(timeout=timeout + 30 + 15)
-        except subprocess.TimeoutExpired:
-            stop(run, build)
-            report(False, name, f"still running {timeout + 45} s after the fault (log {log_path})")
+        runs[tag] = {"run": run, "log": log_path, "incidents": incidents, "fault": time.time(), "sig": sig}
+    # The signal cases: the fault once the run is training (step 10 logged).
+    deadline = time.time() + 180
+    pending = [tag for _, tag, sig, _ in cases if sig is not None]
+    while pending and time.time() < deadline:
+        for tag in list(pending):
+            case = runs[tag]
+            if "step 10/" in case["log"].read_text(errors="replace"):
+                victim = rank_pid(build, 1, tag)
+                if victim:
+                    os.kill(victim, case["sig"])
+                    case["fault"] = time.time()
+                    pending.remove(tag)
+        time.sleep(0.2)
+    # When each run ends, watched together: a case's time counts from its own fault to its own end.
+    while any(c["run"].poll() is None and time.time() < c["fault"] + limit + 15 for c in runs.values()):
+        for case in runs.values():
+            if "end" not in case and case["run"].poll() is not None:
+                case["end"] = time.time()
+        time.sleep(0.2)
+    for name, tag, sig, _ in cases:
+        case = runs[tag]
+        run, log_path = case["run"], case["log"]
+        if tag in pending:
+            report(False, name, f"the run never reached step 10 (log {log_path})")
             continue
-        elapsed = time.time() - start
+        if run.poll() is None:
+            stop(run, build, sweep=False)
+            report(False, name, f"still running {limit + 15} s after the fault (log {log_path})")
+            continue
+        rc = run.returncode
+        elapsed = case.get("end", time.time()) - case["fault"]
         text = log_path.read_text(errors="replace")
-        records = [json.loads(line) for line in open(incidents)] if incidents.exists() else []
+        records = [json.loads(line) for line in open(case["incidents"])] if case["incidents"].exists() else []
         live = {0} if sig is not None else {0, 1}
         recorded = {r.get("rank") for r in records}
         crashed = "Segmentation fault" in text or "SIGSEGV" in text or rc in (139, -11)
         expect_4 = sig is not signal.SIGKILL  # a killed rank: mpirun ends the job with the rank's signal
-        ok = (elapsed <= timeout + 30 and not crashed and live <= recorded and (rc == 4 or not expect_4))
-        report(ok, name, f"rc {rc} after {elapsed:.0f} s (limit {timeout + 30}), records from ranks "
+        ok = elapsed <= limit and not crashed and live <= recorded and (rc == 4 or not expect_4)
+        report(ok, name, f"rc {rc} within {elapsed:.0f} s of the fault (limit {limit}), records from ranks "
                          f"{sorted(recorded)}, {'SIGSEGV!' if crashed else 'no SIGSEGV'} (log {log_path})")
+    for case in runs.values():
+        stop(case["run"], build, sweep=False)
+    subprocess.run(["pkill", "-9", "-f", f"^{build / 'mnddp'} train"], check=False)
 
 
 def main():

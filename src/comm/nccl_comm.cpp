@@ -139,6 +139,8 @@ class NcclComm::Work final : public CommWork {
       comm_.check_async_error();
       std::this_thread::sleep_for(kNcclPoll);
     }
+    // An abort ends a stuck kernel too, and its event then completes: the result is not one.
+    comm_.check_async_error();
     comm_.tracker_.end(seq_);
   }
   void wait_on(CudaStream consumer) override {
@@ -148,6 +150,7 @@ class NcclComm::Work final : public CommWork {
     // The consumer's later work waits on the GPU; the host goes on. The record closes when the next
     // collective is launched or the watchdog's probe sees the event.
     MNDDP_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer.handle), events_->done, 0));
+    comm_.check_async_error();  // aborted meanwhile: the consumer must not take the result for one
   }
   bool is_completed() override { return events_->finished(); }
   double busy_seconds() override {
@@ -186,6 +189,8 @@ NcclComm::NcclComm(Communicator& bootstrap, int device, double init_timeout_s)
     if (Clock::now() > deadline) {
       ncclCommAbort(handles_->comm);
       handles_->comm = nullptr;
+      cudaStreamDestroy(handles_->stream);  // no destructor runs after a throwing constructor
+      handles_->stream = nullptr;
       throw Error(
           fmt::format("NCCL: ncclCommInitRankConfig did not finish within {} s on rank {} (device {}); "
                       "check that every rank reached start-up and that the network is usable (NCCL_DEBUG=INFO)",

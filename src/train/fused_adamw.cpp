@@ -106,8 +106,12 @@ torch::optim::AdamWParamState& FusedAdamW::state_of(const at::Tensor& param, boo
 
 at::Tensor& FusedAdamW::device_step(const at::Tensor& param, torch::optim::AdamWParamState& state) {
   DeviceStep& entry = device_steps_[param.unsafeGetTensorImpl()];
-  if (entry.owner != &state || !entry.count.defined()) {
+  // A replaced state (a resume) is another object with other moment tensors: an address alone could
+  // be reused by the new object.
+  const void* moments = state.exp_avg().unsafeGetTensorImpl();
+  if (entry.owner != &state || entry.moments != moments || !entry.count.defined()) {
     entry.owner = &state;
+    entry.moments = moments;
     entry.count = at::full({}, static_cast<double>(state.step()), param.options().dtype(at::kFloat));
   }
   return entry.count;
@@ -122,7 +126,14 @@ bool FusedAdamW::gates_on_device() const {
     if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
     for (const auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      if (!takes_kernels(p) || !multi_tensor::alike(p, {&p.grad()})) return false;
+      const auto found = state_.find(p.unsafeGetTensorImpl());
+      at::Tensor exp_avg, exp_avg_sq;  // undefined before the first step (made alike then)
+      if (found != state_.end()) {
+        const auto& state = static_cast<const torch::optim::AdamWParamState&>(*found->second);
+        exp_avg = state.exp_avg();
+        exp_avg_sq = state.exp_avg_sq();
+      }
+      if (!takes_kernels(p) || !multi_tensor::alike(p, {&p.grad(), &exp_avg, &exp_avg_sq})) return false;
     }
   }
   return true;
@@ -134,7 +145,9 @@ void FusedAdamW::sync_state_to_host() {
   std::vector<at::Tensor> counts;
   for (const auto& [impl, entry] : device_steps_) {
     const auto found = state_.find(impl);
-    if (found == state_.end() || found->second.get() != entry.owner) continue;  // replaced since
+    if (found == state_.end() || found->second.get() != entry.owner ||
+        static_cast<torch::optim::AdamWParamState&>(*found->second).exp_avg().unsafeGetTensorImpl() != entry.moments)
+      continue;  // replaced since
     states.push_back(static_cast<torch::optim::AdamWParamState*>(found->second.get()));
     counts.push_back(entry.count.to(at::kDouble).reshape({1}));
   }
@@ -160,7 +173,8 @@ at::Tensor FusedAdamW::run(const LossClosure& closure, const std::optional<at::T
       const at::Tensor& grad = p.grad();
       TORCH_CHECK(!grad.is_sparse(), "AdamW does not support sparse gradients");
       auto& state = state_of(p, options.amsgrad());
-      if (!options.amsgrad() && takes_kernels(p) && multi_tensor::alike(p, {&grad})) {
+      if (!options.amsgrad() && takes_kernels(p) &&
+          multi_tensor::alike(p, {&grad, &state.exp_avg(), &state.exp_avg_sq()})) {
         steps.push_back(device_step(p, state));
         if (!skip) state.step(state.step() + 1);  // the host's count follows the kernel's
         params.push_back(p);

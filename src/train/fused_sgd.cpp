@@ -117,7 +117,8 @@ at::Tensor FusedSgd::run(const LossClosure& closure, const std::optional<at::Ten
       if (momentum != 0 && !first) buffer = static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer();
       if (takes_kernels(p) && multi_tensor::alike(p, {&grad, &buffer})) {
         // A first step's buffer starts at zero: the kernel's first step overwrites it with the update's
-        // gradient, and a skipped one leaves zeros, which the next step's m * 0 + g also makes g.
+        // gradient, and a skipped one leaves zeros, which the next step's m * 0 + (1 - dampening) g
+        // makes g (mnddp's SGD has no dampening; torch's fused SGD leaves garbage there instead).
         if (momentum != 0 && first) buffer = keep_momentum_buffer(p, at::zeros_like(p, at::MemoryFormat::Preserve));
         Lists& lists = first ? first_lists : later_lists;
         lists.params.push_back(p);
@@ -152,8 +153,8 @@ at::Tensor FusedSgd::run(const LossClosure& closure, const std::optional<at::Ten
       }
       p.add_(d, -1 * options.lr());
     }
-    if (!first_lists.params.empty())
-      multi_tensor::sgd(first_lists.params, first_lists.grads, first_lists.buffers, options, true, skip);
+    if (!first_lists.params.empty())  // without momentum there is no first step to speak of
+      multi_tensor::sgd(first_lists.params, first_lists.grads, first_lists.buffers, options, momentum != 0, skip);
     if (!later_lists.params.empty())
       multi_tensor::sgd(later_lists.params, later_lists.grads, later_lists.buffers, options, false, skip);
   }

@@ -18,8 +18,8 @@ namespace mnddp::multi_tensor {
 bool alike(const at::Tensor& param, std::initializer_list<const at::Tensor*> others);
 
 // One SGD step over the lists (momentum buffers empty without momentum). `first`: the buffers take
-// the update's gradient, as torch's first step clones it. `skip`: a one-element flag on the device;
-// nonzero leaves everything as it was.
+// the update's gradient, as torch's first step clones it. `skip`: a one-element flag on the device,
+// 0 or 1 (the kernels test for 1); 1 leaves everything as it was.
 void sgd(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
          const std::vector<at::Tensor>& buffers, const torch::optim::SGDOptions& options, bool first,
          const std::optional<at::Tensor>& skip);

@@ -20,7 +20,9 @@ void StepLedger::add_micro_loss(const at::Tensor& loss, int accumulation) {
 }
 
 at::Tensor StepLedger::gate(const at::Tensor& found_inf, std::int64_t step) {
-  at::Tensor skip = found_inf.reshape({1}).to(at::kFloat);
+  // Exactly 0 or 1: the fused kernels skip only where the flag is 1, and AdamW's step counts take it
+  // back by its value.
+  at::Tensor skip = (found_inf.reshape({1}) > 0).to(at::kFloat);
   if (!scaler_ && policy_ == NonfiniteGradients::Abort) {
     stuck_ = at::maximum(stuck_, skip);
     skip = stuck_;

@@ -34,6 +34,7 @@
 #include <cuda_runtime_api.h>
 #endif
 #if MNDDP_HAVE_NCCL
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -43,6 +44,19 @@ using namespace mnddp;
 using namespace mnddp::gpu_tests;
 
 namespace {}  // namespace
+
+#if MNDDP_HAVE_NCCL
+namespace {
+
+// Makes `stream` wait for the work queued so far on the current stream of its device.
+void after_current_stream(const c10::cuda::CUDAStream& stream) {
+  at::cuda::CUDAEvent ready;
+  ready.record(c10::cuda::getCurrentCUDAStream(stream.device_index()));
+  ready.block(stream);
+}
+
+}  // namespace
+#endif
 
 #if MNDDP_HAVE_NCCL
 // In a world of one a sum is the identity, so a wrong stream order would still pass: make the
@@ -57,6 +71,7 @@ TEST(Nccl, AllreduceIsOrderedAfterItsProducerStreamAndBeforeItsConsumer) {
   auto producer = c10::cuda::getStreamFromPool(false, my_gpu().index());
   auto consumer = c10::cuda::getStreamFromPool(false, my_gpu().index());
   at::Tensor buffer = at::zeros({1 << 20}, at::TensorOptions().device(my_gpu()));
+  after_current_stream(producer);  // the zeros come first
   at::Tensor seen;
   for (int round = 0; round < 3; ++round) {
     {
@@ -132,6 +147,7 @@ TEST(Nccl, PrescaledAllreduceInEveryDtypeMatchesACpuReference) {
   for (auto type : {at::kFloat, at::kBFloat16, at::kHalf}) {
     const at::Tensor host = at::arange(4096, at::kFloat).mul_(0.37f).sub_(700.0f);
     at::Tensor t = host.to(my_gpu()).to(type);
+    after_current_stream(producer);  // t is written on the current stream
     {
       c10::cuda::CUDAStreamGuard on(producer);
       at::cuda::sleep(50'000'000);

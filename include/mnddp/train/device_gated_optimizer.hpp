@@ -15,8 +15,8 @@ class DeviceGatedOptimizer {
   // Whether every parameter with a gradient would take the multi-tensor kernels (device tensors of
   // a float type, each laid out like its gradient and state), so that step_unless() needs no host.
   virtual bool gates_on_device() const = 0;
-  // step(), except that where `skip` (one float on the parameters' device) is nonzero, parameters and
-  // state are left as they were: the kernels read it on the device.
+  // step(), except that where `skip` (one float on the parameters' device, 0 or 1) is 1, parameters
+  // and state are left as they were: the kernels read it on the device.
   virtual void step_unless(const at::Tensor& skip) = 0;
   // Step counts the kernels keep on the device (AdamW's bias corrections), copied into the host
   // state (one transfer) when a gated step may have left the host's stale: before anything reads the

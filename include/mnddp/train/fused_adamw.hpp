@@ -39,6 +39,7 @@ class FusedAdamW final : public torch::optim::AdamW, public ChecksGradients, pub
   at::Tensor scratch_;  // torch's square roots of a piece of the second moment
   struct DeviceStep {
     const torch::optim::OptimizerParamState* owner = nullptr;  // the host state it counts for
+    const void* moments = nullptr;                             // and that state's exp_avg
     at::Tensor count;
   };
   std::unordered_map<void*, DeviceStep> device_steps_;
