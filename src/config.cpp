@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config_ini_value.hpp"
 #include "config_table.hpp"
 #include "mnddp/error.hpp"
 
@@ -19,8 +20,10 @@ namespace mnddp {
 namespace {
 
 namespace po = boost::program_options;
+using config_detail::ini_value;
 using config_detail::option_groups;
 using config_detail::option_table;
+using config_detail::read_ini;
 
 constexpr const char* kEnvPrefix = "MNDDP_";
 constexpr unsigned kHelpWidth = 110;  // columns of --help; descriptions start halfway
@@ -100,7 +103,7 @@ void store_config_file(const std::string& path, const po::options_description& d
   std::ifstream in(path);
   if (!in) throw UsageError(fmt::format("--config: cannot read '{}': {}", path, std::strerror(errno)));
   try {
-    po::store(po::parse_config_file(in, desc, /*allow_unregistered=*/false), vm);
+    po::store(read_ini(in, desc), vm);
   } catch (const po::error& e) {
     rethrow_as_usage(e, fmt::format("config file '{}'", path));
   }
@@ -145,7 +148,7 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const
   if (!base_ini.empty()) {
     std::istringstream in(base_ini);
     try {
-      po::store(po::parse_config_file(in, training, false), vm);  // stored last: every other source wins
+      po::store(read_ini(in, training), vm);  // stored last: every other source wins
     } catch (const po::error& e) {
       rethrow_as_usage(e, "the checkpoint's configuration");
     }
@@ -167,7 +170,7 @@ TrainingConfig parse_ini_text(const std::string& text) {
   po::variables_map vm;
   std::istringstream in(text);
   try {
-    po::store(po::parse_config_file(in, training, false), vm);
+    po::store(read_ini(in, training), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     rethrow_as_usage(e, "configuration text");
@@ -219,7 +222,7 @@ std::string to_ini(const TrainingConfig& config) {
     out += fmt::format("\n# --- {} ---\n", group);
     for (const auto& row : option_table()) {
       if (row.group != group) continue;
-      out += fmt::format("# {}\n{} = {}\n", row.help, row.name, row.format(config));
+      out += fmt::format("# {}\n{} = {}\n", row.help, row.name, ini_value(row.format(config)));
     }
   }
   return out;
@@ -249,6 +252,10 @@ std::string help_markdown() {
       "which wins over the file, which wins over the default. Within one source an option is given once:\n"
       "twice on the command line, or twice in the file, is an error naming it. `mnddp train --print-config`\n"
       "prints the resolved values as an INI file that can be fed back with `--config`.\n\n"
+      "In the file, `#` starts a comment and spaces around a value are dropped. A value that needs them\n"
+      "is written in double quotes with backslash escapes: `train-data = \"/scratch/run\\x233/*.h5\"` is\n"
+      "`/scratch/run#3/*.h5` (escapes: `\\\\` `\\\"` `\\n` `\\r` `\\t` `\\xHH`). `--print-config` quotes such\n"
+      "values itself, so every value comes back exactly.\n\n"
       "## Ready configurations\n\n"
       "Each file names, in its first lines, the command that writes its data (`mnddp-data synth`; the demo's\n"
       "comes from `scripts/run.sh`) and runs in minutes on a laptop CPU with\n"

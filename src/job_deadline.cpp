@@ -5,11 +5,11 @@
 
 #include <array>
 #include <cctype>
-#include <cstdio>
-#include <memory>
+#include <cstdlib>
 #include <regex>
 
 #include "mnddp/error.hpp"
+#include "mnddp/run_program.hpp"
 
 namespace mnddp {
 namespace {
@@ -22,50 +22,103 @@ std::string trimmed(const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+// A run of decimal digits at `at` (with a fraction ".ddd" where `fraction`), as a number and the index
+// just past it; nothing when there is no digit there.
+struct Scanned {
+  double value = 0.0;
+  std::size_t end = 0;
+};
+std::optional<Scanned> scan_number(const std::string& text, std::size_t at, bool fraction) {
+  std::size_t end = at;
+  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+  if (end == at) return std::nullopt;
+  if (fraction && end < text.size() && text[end] == '.') {
+    std::size_t after = end + 1;
+    while (after < text.size() && std::isdigit(static_cast<unsigned char>(text[after]))) ++after;
+    if (after == end + 1) return std::nullopt;  // "1." is no number
+    end = after;
+  }
+  return Scanned{std::strtod(text.substr(at, end - at).c_str(), nullptr), end};
+}
+
+// A number followed by `unit` at `at`; `at` moves past both when it is there.
+std::optional<double> scan_unit(const std::string& text, std::size_t& at, char unit) {
+  const auto number = scan_number(text, at, /*fraction=*/false);
+  if (!number || number->end >= text.size() || text[number->end] != unit) return std::nullopt;
+  at = number->end + 1;
+  return number->value;
+}
+
+// 3600, 90s, 45m, 2h, 1h30m, 1h30m15s; after hours or minutes, seconds need their "s" ("1h30" is
+// refused: did it mean minutes?).
+std::optional<double> parse_units(const std::string& text) {
+  std::size_t at = 0;
+  const auto hours = scan_unit(text, at, 'h');
+  const auto minutes = scan_unit(text, at, 'm');
+  const auto seconds = scan_number(text, at, /*fraction=*/true);
+  bool has_s = false;
+  if (seconds) {
+    at = seconds->end;
+    has_s = at < text.size() && text[at] == 's';
+    if (has_s) ++at;
+  }
+  if (at != text.size() || !(hours || minutes || seconds)) return std::nullopt;
+  if (seconds && (hours || minutes) && !has_s) return std::nullopt;
+  return 3600.0 * hours.value_or(0.0) + 60.0 * minutes.value_or(0.0) + (seconds ? seconds->value : 0.0);
+}
+
+// Slurm's forms: MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+std::optional<double> parse_clock(const std::string& text) {
+  std::size_t at = 0;
+  const auto days = scan_unit(text, at, '-');
+  std::array<double, 3> parts{};
+  int n = 0;
+  while (n < 3) {
+    const auto part = scan_number(text, at, /*fraction=*/false);
+    if (!part) return std::nullopt;
+    parts[static_cast<std::size_t>(n++)] = part->value;
+    at = part->end;
+    if (at == text.size() || text[at] != ':') break;
+    ++at;
+  }
+  if (at != text.size() || !(days || n >= 2)) return std::nullopt;
+  double hms = 0.0;
+  if (days)  // D-HH[:MM[:SS]]
+    hms = 3600.0 * parts[0] + 60.0 * parts[1] + parts[2];
+  else if (n == 2)  // MM:SS
+    hms = 60.0 * parts[0] + parts[1];
+  else  // HH:MM:SS
+    hms = 3600.0 * parts[0] + 60.0 * parts[1] + parts[2];
+  return 86400.0 * days.value_or(0.0) + hms;
+}
+
+// Longer than any duration anyone writes: refused before it is scanned (the scanners are linear, but
+// a bounded input keeps every number finite and every message short).
+constexpr std::size_t kLongestDuration = 64;
+// Ten years: past it a deadline is a typo, and below it every value prints as plain digits.
+constexpr double kLongestDeadline = 10 * 365.25 * 86400;
+
+}  // namespace
+
 std::optional<double> parse_duration(const std::string& raw) {
+  if (raw.size() > 4 * kLongestDuration) return std::nullopt;
   const std::string text = trimmed(raw);
-  std::smatch m;
-  // 3600, 90s, 45m, 2h, 1h30m, 1h30m15s
-  static const std::regex units(R"((?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s?)?)");
-  if (!text.empty() && std::regex_match(text, m, units) && (m[1].matched || m[2].matched || m[3].matched)) {
-    // A bare number is seconds; after hours or minutes, seconds need their "s" ("1h30" is refused:
-    // did it mean minutes?).
-    if (m[3].matched && (m[1].matched || m[2].matched) && text.back() != 's') return std::nullopt;
-    double seconds = 0.0;
-    if (m[1].matched) seconds += 3600.0 * std::stod(m[1]);
-    if (m[2].matched) seconds += 60.0 * std::stod(m[2]);
-    if (m[3].matched) seconds += std::stod(m[3]);
-    return seconds;
-  }
-  // Slurm's forms: MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
-  static const std::regex clock(R"((?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?)");
-  if (std::regex_match(text, m, clock) && (m[1].matched || m[3].matched)) {
-    const double days = m[1].matched ? std::stod(m[1]) : 0.0;
-    std::array<double, 3> parts{};
-    int n = 0;
-    for (int i = 2; i <= 4; ++i)
-      if (m[i].matched) parts[static_cast<std::size_t>(n++)] = std::stod(m[i]);
-    double hms = 0.0;
-    if (m[1].matched)  // D-HH[:MM[:SS]]
-      hms = 3600.0 * parts[0] + 60.0 * parts[1] + parts[2];
-    else if (n == 2)  // MM:SS
-      hms = 60.0 * parts[0] + parts[1];
-    else  // HH:MM:SS
-      hms = 3600.0 * parts[0] + 60.0 * parts[1] + parts[2];
-    return 86400.0 * days + hms;
-  }
-  return std::nullopt;
+  if (text.empty() || text.size() > kLongestDuration) return std::nullopt;
+  if (const auto seconds = parse_units(text)) return seconds;
+  return parse_clock(text);
 }
 
 DeadlineRequest parse_deadline(const std::string& text) {
   if (text == "auto") return {DeadlineRequest::Mode::Auto, 0.0};
   if (text == "none") return {DeadlineRequest::Mode::None, 0.0};
   const auto seconds = parse_duration(text);
-  if (!seconds || *seconds <= 0)
+  if (!seconds || *seconds < 1.0 || *seconds > kLongestDeadline)
     throw UsageError(
-        fmt::format("--deadline: '{}' is not auto, none or a positive duration (3600, 90s, 45m, 2h, "
-                    "1h30m, HH:MM:SS, D-HH:MM:SS)",
-                    text));
+        fmt::format("--deadline: '{}' is not auto, none or a duration from 1 s to 10 years (3600, 90s, 45m, "
+                    "2h, 1h30m, HH:MM:SS, D-HH:MM:SS)",
+                    text.size() > kLongestDuration ? text.substr(0, kLongestDuration) + "..." : text));
   return {DeadlineRequest::Mode::After, *seconds};
 }
 
@@ -76,12 +129,15 @@ std::string format_deadline(const DeadlineRequest& request) {
     case DeadlineRequest::Mode::None:
       return "none";
     case DeadlineRequest::Mode::After:
-      return fmt::format("{:g}s", request.seconds);
+      // The shortest text that reads back as the same double (never "1.2096e+06"): within the
+      // accepted range, plain digits.
+      return fmt::format("{}s", request.seconds);
   }
   return "auto";
 }
 
 std::optional<std::time_t> parse_slurm_time(const std::string& raw) {
+  if (raw.size() > 4 * kLongestDuration) return std::nullopt;
   const std::string text = trimmed(raw);
   static const std::regex stamp(R"((\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2}))");
   std::smatch m;
@@ -99,15 +155,10 @@ std::optional<std::time_t> parse_slurm_time(const std::string& raw) {
   return when;
 }
 
-std::string run_command(const std::string& command) {
+std::string run_command(const std::vector<std::string>& argv) {
   // Bounded: a slow or absent controller must not hold up the start of training.
-  const std::string bounded = "timeout 10 " + command + " 2>/dev/null";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(bounded.c_str(), "r"), pclose);
-  if (!pipe) return "";
-  std::string out;
-  std::array<char, 4096> buffer{};
-  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe.get())) out.append(buffer.data(), n);
-  return out;
+  const ProgramResult result = run_program(argv, 10.0);
+  return result.timed_out ? std::string() : result.output;
 }
 
 std::optional<JobEnd> find_job_end(const DeadlineRequest& request, const Environment& env, const CommandRunner& run,
@@ -119,13 +170,15 @@ std::optional<JobEnd> find_job_end(const DeadlineRequest& request, const Environ
   if (!job || job->empty() || job->find_first_not_of("0123456789_") != std::string::npos) return std::nullopt;
   auto left = [&](std::time_t end) { return static_cast<double>(end - now); };
   // squeue and scontrol see a time limit changed after the start; the environment does not.
-  if (const auto end = parse_slurm_time(run(fmt::format("squeue -h -j {} -o %e", *job))))
+  if (const auto end = parse_slurm_time(run({"squeue", "-h", "-j", *job, "-o", "%e"})))
     return JobEnd{left(*end), "squeue"};
-  const std::string shown = run(fmt::format("scontrol show job {}", *job));
-  static const std::regex end_time(R"(EndTime=(\S+))");
-  std::smatch m;
-  if (std::regex_search(shown, m, end_time))
-    if (const auto end = parse_slurm_time(m[1])) return JobEnd{left(*end), "scontrol"};
+  const std::string shown = run({"scontrol", "show", "job", *job});
+  if (const auto at = shown.find("EndTime="); at != std::string::npos) {
+    const auto from = at + 8;
+    const auto to = shown.find_first_of(" \t\r\n", from);
+    if (const auto end = parse_slurm_time(shown.substr(from, to == std::string::npos ? to : to - from)))
+      return JobEnd{left(*end), "scontrol"};
+  }
   if (const auto end = env_int(env, "SLURM_JOB_END_TIME"); end && *end > 0)
     return JobEnd{left(static_cast<std::time_t>(*end)), "SLURM_JOB_END_TIME"};
   return std::nullopt;

@@ -308,6 +308,9 @@ int main(int argc, char** argv) {
     } catch (const Error& e) {
       std::fprintf(stderr, "mnddp: error: %s\n", e.what());
       return e.exit_code();
+    } catch (const std::exception& e) {  // an input that got past the record checks: a message, not terminate
+      std::fprintf(stderr, "mnddp: error: mnddp incident: %s\n", e.what());
+      return kExitFailure;
     }
   }
   if (args[0] == "trace") {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -26,8 +27,10 @@ std::vector<int>& held_signals() {
 }
 
 extern "C" void on_preemption_signal(int signal) {
+  const int saved_errno = errno;  // the interrupted code may be about to read it (sem_post can set it)
   g_signal.store(signal, std::memory_order_relaxed);
   if (auto* notify = g_notifier.load()) notify(signal);
+  errno = saved_errno;
 }
 
 constexpr std::pair<const char*, int> kSignalNames[] = {{"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},

@@ -16,6 +16,7 @@
 #include "mnddp/check.hpp"
 #include "mnddp/diagnose/incident.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/guarded_thread.hpp"
 
 namespace mnddp {
 namespace {
@@ -145,6 +146,16 @@ void Runtime::abort_all(const std::string& reason, int exit_code) {
   MPI_Finalized(&finalized);
   if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);
+}
+
+std::string escaped_exception_reason(const char* what, std::exception_ptr error) {
+  try {
+    std::rethrow_exception(std::move(error));
+  } catch (const std::exception& e) {
+    return fmt::format("internal error: an exception left the {} thread: {}", what, e.what());
+  } catch (...) {
+    return fmt::format("internal error: an exception of unknown type left the {} thread", what);
+  }
 }
 
 }  // namespace mnddp

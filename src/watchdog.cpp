@@ -22,6 +22,8 @@
 #include "mnddp/diagnose/activity.hpp"
 #include "mnddp/diagnose/incident.hpp"
 #include "mnddp/fixed_text.hpp"
+#include "mnddp/guarded_thread.hpp"
+#include "mnddp/progress.hpp"
 
 namespace mnddp {
 namespace {
@@ -33,6 +35,8 @@ constexpr int kReplyTag = 702;
 constexpr int kIncidentAckTag = 703;
 constexpr double kReplyWait = 3.0;     // seconds a diagnosis waits for the other ranks' answers
 constexpr double kIncidentWait = 5.0;  // seconds the rank that sets off an incident waits for the others' records
+// Seconds past the timeout before a rank where nothing moves ends itself (see run()).
+constexpr double kNoProgressGrace = 15.0;
 
 enum class Ask : std::int32_t { Where = 0, WriteIncident = 1 };
 
@@ -154,11 +158,11 @@ Watchdog::Watchdog(const RankInfo& rank, double timeout_s) : impl_(std::make_uni
   MNDDP_MPI_CHECK(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN));
   IncidentRecorder::set_peer_request(
       [this](const std::string& reason, int exit_code) { ask_for_incident_records(reason, exit_code); });
-  impl_->thread = std::thread([this] {
+  impl_->thread = guarded_thread("watchdog", [this] {
     Activity::name_thread("watchdog");
     run();
   });
-  impl_->prober = std::thread([this] {
+  impl_->prober = guarded_thread("device prober", [this] {
     Activity::name_thread("device prober");
     probe_devices();
   });
@@ -226,11 +230,18 @@ void Watchdog::run() {
     if (timeout <= 0) continue;
     // The lowest rank in a stuck call speaks first; the others would only repeat it.
     const double stagger = std::min(impl_->rank.rank, 20) * 0.25;
+    bool any_open = false;
     for (const auto& s : CollectiveTracker::snapshot_all()) {
       if (!s.oldest_open) continue;
+      any_open = true;
       const double age = std::chrono::duration<double>(Clock::now() - s.oldest_open->start).count();
       if (age > timeout + stagger) diagnose_and_abort(s.channel, s.oldest_open->seq, describe(*s.oldest_open), age);
     }
+    // The other kind of hang: nothing moves and no collective is open (progress.hpp). Later than a
+    // collective's timeout by the other ranks' diagnosis (their stagger, questions and records): when
+    // another rank waits for this one, its verdict ("rank r never reached ...") says more.
+    if (!any_open && progress::watched() && progress::seconds_idle() > timeout + kNoProgressGrace)
+      no_progress_abort(progress::seconds_idle());
   }
 }
 
@@ -249,6 +260,24 @@ void Watchdog::probe_devices() {
       Runtime::abort_all(fmt::format("watchdog's device prober: {}", e.what()), kExitFailure);
     }
   }
+}
+
+void Watchdog::no_progress_abort(double idle) {
+  std::string where = "no activity named";
+  for (const auto& thread : Activity::snapshot())
+    if (thread.name == "main" && !thread.what.empty())
+      where = fmt::format("{} for {:.1f} s", thread.what, thread.seconds);
+  const std::string summary = fmt::format(
+      "no progress: this rank has finished no batch or step and started or ended no collective for {:.1f} s "
+      "(--collective-timeout {:g}), and no collective is open, so no other rank can be waiting for it: a hang "
+      "outside communication (its main thread: {})",
+      idle, impl_->timeout_s.load(), where);
+  IncidentReport report;
+  report.cause = IncidentCause::Timeout;
+  report.reason = summary;
+  report.exit_code = kExitHang;
+  if (IncidentRecorder::write(report)) ask_for_incident_records(summary, kExitHang);
+  Runtime::abort_all(summary, kExitHang);
 }
 
 void Watchdog::ask_for_incident_records(const std::string& reason, int exit_code) {

@@ -1,6 +1,6 @@
 // gtest main for multi-rank tests: initialises MPI, insists on the expected rank count (a 2-rank
 // test run with 1 rank is a failure, not a skip), prints results from rank 0 only, and all-reduces
-// the verdict so every rank exits the same way.
+// the verdict so every rank exits the same way. It insists on MPI_THREAD_MULTIPLE, as mnddp does.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -16,6 +16,12 @@ int main(int argc, char** argv) {
   int size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  // mnddp calls MPI from several threads: a test below that level would pass by luck, not by design.
+  if (provided < MPI_THREAD_MULTIPLE) {
+    if (rank == 0) std::fprintf(stderr, "FAILED: MPI gives thread level %d, not MPI_THREAD_MULTIPLE\n", provided);
+    MPI_Finalize();
+    return 1;
+  }
 
   int expected = -1;
   for (int i = 1; i < argc; ++i)

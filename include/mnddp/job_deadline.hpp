@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "mnddp/env_info.hpp"
 
@@ -35,9 +36,10 @@ struct JobEnd {
   std::string source;         // "squeue", "scontrol", "SLURM_JOB_END_TIME", "--deadline 20m"
 };
 
-// Runs a shell command and returns its standard output ("" when it fails or is missing).
-using CommandRunner = std::function<std::string(const std::string& command)>;
-std::string run_command(const std::string& command);
+// Runs a program (an argument vector, no shell) for at most 10 s and returns its standard output
+// ("" when it fails or is missing).
+using CommandRunner = std::function<std::string(const std::vector<std::string>& argv)>;
+std::string run_command(const std::vector<std::string>& argv);
 
 // The job's end as `request` says, nullopt when there is none (not under Slurm, no time limit).
 std::optional<JobEnd> find_job_end(const DeadlineRequest& request, const Environment& env,

@@ -9,7 +9,9 @@
 // abort (PyTorch learned it: pytorch#97066, #110449). A second thread, the device prober, does what
 // needs the device on the same tick: NCCL's asynchronous errors (comm/health_checks.hpp) and the
 // CUDA event queries that close finished device collectives. If it blocks, their records stay open
-// and the deciding thread times them out.
+// and the deciding thread times them out. While the training loop runs, the deciding thread also
+// ends a rank where nothing has moved for longer than the timeout with no collective open
+// (progress.hpp): a hang outside communication that no other rank could report.
 #pragma once
 
 #include <atomic>
@@ -47,6 +49,8 @@ class Watchdog {
   void serve_requests();
   // Asks every other rank's watchdog to write its incident record; waits (bounded) for them.
   void ask_for_incident_records(const std::string& reason, int exit_code);
+  // Nothing moved for longer than the timeout while the loop runs, and no collective is open.
+  [[noreturn]] void no_progress_abort(double idle);
   [[noreturn]] void diagnose_and_abort(const std::string& channel, std::uint64_t seq, const std::string& what,
                                        double age);
 

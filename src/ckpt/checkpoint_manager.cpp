@@ -17,6 +17,7 @@
 #include "mnddp/ckpt/parallel_verify.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/observe/timeline.hpp"
+#include "mnddp/safe_files.hpp"
 
 namespace fs = std::filesystem;
 
@@ -44,9 +45,40 @@ void rename_durably(const std::string& from, const std::string& to, const std::s
   sync_path(directory);
 }
 
+// "step-<digits>.h5", nothing else: what `latest` may name and what retention may remove.
 bool is_committed_name(const std::string& name) {
-  return name.rfind(kPrefix, 0) == 0 && name.size() > std::strlen(kPrefix) + std::strlen(kSuffix) &&
-         name.compare(name.size() - std::strlen(kSuffix), std::strlen(kSuffix), kSuffix) == 0;
+  const std::size_t prefix = std::strlen(kPrefix);
+  const std::size_t suffix = std::strlen(kSuffix);
+  if (name.size() <= prefix + suffix || name.size() > prefix + suffix + 18 || name.rfind(kPrefix, 0) != 0 ||
+      !name.ends_with(kSuffix))
+    return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix),
+                     name.end() - static_cast<std::ptrdiff_t>(suffix), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The names mnddp replaces through a temporary in a checkpoint directory.
+constexpr const char* kReplacedFiles[] = {"latest", "best.h5", "best.json", "stop-reason"};
+
+// A temporary mnddp made in a checkpoint directory ("step-00000012.h5.<random>.tmp",
+// "latest.<random>.tmp", or the fixed "*.tmp" of earlier versions): nothing else is swept.
+bool is_our_temporary(const std::string& name) {
+  for (const char* replaced : kReplacedFiles)
+    if (is_temporary_of(name, replaced)) return true;
+  const std::size_t end = name.find(kSuffix);
+  return end != std::string::npos && is_committed_name(name.substr(0, end + std::strlen(kSuffix))) &&
+         is_temporary_of(name, name.substr(0, end + std::strlen(kSuffix)));
+}
+
+// The committed checkpoint `latest` names, or "" (with a warning) when its content is anything but
+// a committed file name: never a path, so it cannot lead outside the directory.
+std::string read_latest(const std::string& directory) {
+  std::ifstream in(fs::path(directory) / kLatest);
+  std::string name;
+  if (!(in >> name)) return {};
+  if (fs::path(name).filename().string() == name && is_committed_name(name)) return name;
+  spdlog::warn("'{}/latest' names '{}', which is not a checkpoint file name of this directory; it is ignored",
+               directory, name.substr(0, 200));
+  return {};
 }
 
 // The step in a committed name ("step-00000120.h5" -> 120).
@@ -63,12 +95,7 @@ void write_latest(const std::string& directory, const std::string& name) {
     fs::remove(latest, ignored);
     return;
   }
-  {
-    std::ofstream out(latest + ".tmp", std::ios::trunc);
-    out << name << '\n';
-    if (!out.flush()) throw Error(fmt::format("cannot write '{}.tmp': {}", latest, std::strerror(errno)));
-  }
-  rename_durably(latest + ".tmp", latest, directory);
+  replace_file(directory, kLatest, name + '\n');
 }
 
 // `path` + `suffix`, or with ".1", ".2", ... added where that name is taken: never overwrite a kept file.
@@ -116,9 +143,12 @@ CheckpointManager::CheckpointManager(std::string directory, int keep_last, Commu
     fs::create_directories(directory_, error);
     if (error || !fs::is_directory(directory_))
       throw UsageError(fmt::format("--checkpoint-dir: cannot create '{}': {}", directory_, error.message()));
-    // A *.tmp is a write that never committed (the job died mid-write): never valid, safe to drop.
+    // mnddp's own temporaries from before this process are writes that never committed (the job
+    // died mid-write): never valid, safe to drop. Anything else is not ours to remove, and a
+    // temporary written since this process started is a live writer's.
     for (const auto& entry : fs::directory_iterator(directory_)) {
-      if (entry.path().extension() != ".tmp") continue;
+      const std::string name = entry.path().filename().string();
+      if (!is_our_temporary(name) || !entry.is_regular_file(error) || !older_than_this_process(entry.path())) continue;
       spdlog::warn("removing '{}', left by a checkpoint write that did not finish", entry.path().string());
       fs::remove(entry.path(), error);
     }
@@ -132,27 +162,25 @@ std::string CheckpointManager::file_name(std::int64_t step) {
 std::string CheckpointManager::keep_as_best(const std::string& committed, const std::string& metric, double value,
                                             std::int64_t step) const {
   const std::string best = (fs::path(directory_) / kBestFile).string();
+  // A fresh, unguessable name: both a hard link and copy_file without overwrite refuse one that exists.
+  const std::string temporary = temporary_path(directory_, kBestFile);
   std::error_code error;
-  fs::remove(best + ".tmp", error);
-  fs::create_hard_link(committed, best + ".tmp", error);
+  fs::create_hard_link(committed, temporary, error);
   if (error) {  // no hard links here (some parallel file systems): a copy, synced by the rename
-    fs::copy_file(committed, best + ".tmp", fs::copy_options::overwrite_existing, error);
-    if (error)
-      throw Error(fmt::format("--keep-best: cannot copy '{}' to '{}.tmp': {}", committed, best, error.message()));
+    fs::copy_file(committed, temporary, fs::copy_options::none, error);
+    if (error) {
+      std::error_code ignored;
+      if (fs::symlink_status(temporary, ignored).type() == fs::file_type::regular) fs::remove(temporary, ignored);
+      throw Error(fmt::format("--keep-best: cannot copy '{}' to '{}': {}", committed, temporary, error.message()));
+    }
   }
-  rename_durably(best + ".tmp", best, directory_);
-  const std::string record = (fs::path(directory_) / "best.json").string();
-  {
-    std::ofstream out(record + ".tmp", std::ios::trunc);
-    out << nlohmann::json{{"metric", metric},
-                          {"value", value},
-                          {"step", step},
-                          {"checkpoint", fs::path(committed).filename().string()}}
-               .dump()
-        << '\n';
-    if (!out.flush()) throw Error(fmt::format("cannot write '{}.tmp': {}", record, std::strerror(errno)));
-  }
-  rename_durably(record + ".tmp", record, directory_);
+  rename_durably(temporary, best, directory_);
+  replace_file(
+      directory_, "best.json",
+      nlohmann::json{
+          {"metric", metric}, {"value", value}, {"step", step}, {"checkpoint", fs::path(committed).filename().string()}}
+              .dump() +
+          '\n');
   return best;
 }
 
@@ -181,7 +209,9 @@ std::vector<std::string> CheckpointManager::committed_in(const std::string& dire
 std::string CheckpointManager::save(std::int64_t step, std::uint64_t expected_bytes,
                                     const std::function<void(ParallelCheckpointWriter&)>& write, MpiComm& comm) {
   const std::string final_path = (fs::path(directory_) / file_name(step)).string();
-  const std::string temp_path = final_path + ".tmp";
+  // A unique temporary, created exclusively: never a file or symlink someone left under that name.
+  std::string temp_path = comm.is_root() ? temporary_path(directory_, file_name(step)) : std::string();
+  broadcast_string(comm, temp_path, 0);
   const timeline::ScopedSpan span(
       "checkpoint", timeline::enabled() ? fmt::format("checkpoint commit (step {})", step) : std::string());
 
@@ -198,9 +228,11 @@ std::string CheckpointManager::save(std::int64_t step, std::uint64_t expected_by
                       step, directory_, static_cast<double>(space.available) / 1e6, static_cast<double>(needed) / 1e6));
   });
 
-  // 1. Every rank writes its share into the temporary file, which is closed collectively.
+  // 1. Every rank writes its share into the temporary file, which is closed collectively. Its
+  // phases are records on `comm`'s channel, named for the watchdog's verdict.
+  const CollectiveLabel label(fmt::format("checkpoint write of step {}", step));
   std::optional<Failure> failure = capture_failure([&] {
-    ParallelCheckpointWriter writer(comm, comm.handle(), temp_path);
+    ParallelCheckpointWriter writer(comm, comm.handle(), temp_path, ParallelCheckpointWriter::Create::Exclusive);
     write(writer);
     writer.close();
   });
@@ -253,9 +285,8 @@ std::string CheckpointManager::resolve_resume(Communicator& comm, const std::str
     }
     candidates = committed_in(directory);
     std::reverse(candidates.begin(), candidates.end());
-    std::ifstream latest_file(fs::path(directory) / kLatest);
-    std::string latest_name;
-    if (latest_file >> latest_name) {
+    const std::string latest_name = read_latest(directory);
+    if (!latest_name.empty()) {
       const std::string latest_path = (fs::path(directory) / latest_name).string();
       candidates.erase(std::remove(candidates.begin(), candidates.end(), latest_path), candidates.end());
       candidates.insert(candidates.begin(), latest_path);

@@ -23,6 +23,7 @@
 #include "mnddp/ckpt/array_checksum.hpp"
 #include "mnddp/ckpt/checkpoint_file.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/guarded_thread.hpp"
 #include "mnddp/h5/h5_handle.hpp"
 #include "mnddp/h5/raw_reads.hpp"
 
@@ -72,7 +73,7 @@ class ChecksumWorker {
   }
 
   void start(PieceChecksum& checksum, const std::uint8_t* data, std::size_t bytes) {
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    if (!thread_.joinable()) thread_ = guarded_thread("checkpoint checksum", [this] { run(); });
     {
       std::lock_guard lock(mutex_);
       job_ = Job{&checksum, data, bytes};

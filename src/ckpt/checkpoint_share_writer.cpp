@@ -74,6 +74,9 @@ class ShareMap {
 
 void ParallelCheckpointWriter::write_share(const ArrayShare& share) {
   const auto element = static_cast<std::int64_t>(dtype_size(share.dtype));
+  // The write and the exchange of the blocks that span shares (point to point: MPI_Waitall).
+  std::optional<CollectiveScope> phase =
+      impl_->phase("h5 write share", static_cast<std::size_t>(share.count * element));
   std::int64_t mine[2] = {share.first * element, (share.first + share.count) * element};
   std::vector<std::int64_t> ranges(2 * static_cast<std::size_t>(impl_->size));
   impl_->comm->allgather(mine, ranges.data(), 2, DType::I64);
@@ -108,6 +111,7 @@ void ParallelCheckpointWriter::write_share(const ArrayShare& share) {
   }
   const std::optional<Failure> failure = capture_failure([&] { write_share_data(share); });
   MNDDP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  phase.reset();
 
   std::vector<std::uint64_t> hashes;
   const auto [first_block, end_block] = map.blocks(me);

@@ -14,6 +14,7 @@
 #include "mnddp/check.hpp"
 #include "mnddp/ckpt/array_checksum.hpp"
 #include "mnddp/ckpt/checkpoint_file.hpp"
+#include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
 
@@ -65,10 +66,13 @@ std::vector<std::uint64_t> hash_blocks(const ArrayView& array, std::size_t array
 
 }  // namespace
 
-ParallelCheckpointWriter::ParallelCheckpointWriter(Communicator& agreement, MPI_Comm comm, const std::string& path)
+ParallelCheckpointWriter::ParallelCheckpointWriter(Communicator& agreement, MPI_Comm comm, const std::string& path,
+                                                   Create create)
     : impl_(std::make_unique<Impl>()) {
-  std::lock_guard lock(hdf5_mutex());
   impl_->comm = &agreement;
+  if (auto* mpi = dynamic_cast<MpiComm*>(&agreement)) impl_->tracker = &mpi->tracker();
+  const auto phase = impl_->phase("h5 create");
+  std::lock_guard lock(hdf5_mutex());
   impl_->mpi = comm;
   impl_->path = path;
   MNDDP_MPI_CHECK(MPI_Comm_rank(comm, &impl_->rank));
@@ -83,7 +87,8 @@ ParallelCheckpointWriter::ParallelCheckpointWriter(Communicator& agreement, MPI_
 #if H5_VERSION_GE(1, 10, 7)
   MNDDP_H5_CHECK(H5Pset_file_locking(access.get(), false, true));  // locks fail on NFS and Lustre
 #endif
-  impl_->file = H5Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()));
+  impl_->file = H5Handle(
+      H5Fcreate(path.c_str(), create == Create::Exclusive ? H5F_ACC_EXCL : H5F_ACC_TRUNC, H5P_DEFAULT, access.get()));
   if (!impl_->file) throw UsageError(fmt::format("--checkpoint-dir: cannot create '{}': {}", path, h5_take_error()));
   impl_->transfer = H5Handle(H5Pcreate(H5P_DATASET_XFER));
   MNDDP_H5_CHECK(H5Pset_dxpl_mpio(impl_->transfer.get(), H5FD_MPIO_INDEPENDENT));
@@ -101,6 +106,8 @@ ParallelCheckpointWriter::ParallelCheckpointWriter(Communicator& agreement, MPI_
 }
 
 ParallelCheckpointWriter::~ParallelCheckpointWriter() {
+  if (!impl_->file) return;
+  const auto phase = impl_->phase("h5 close");
   std::lock_guard lock(hdf5_mutex());
   impl_->file.reset();
 }
@@ -118,7 +125,10 @@ void ParallelCheckpointWriter::write(const ArrayView& array) {
   } else {
     mine = hash_blocks(array, array_bytes, first, last);
   }
-  const std::optional<Failure> failure = capture_failure([&] { write_array(array); });
+  const std::optional<Failure> failure = capture_failure([&] {
+    const auto phase = impl_->phase("h5 write", array_bytes);
+    write_array(array);
+  });
   if (hashing.valid()) mine = hashing.get();
   std::vector<std::size_t> per_rank;
   for (int r = 0; r < impl_->size; ++r) {
@@ -151,6 +161,7 @@ void ParallelCheckpointWriter::finish_array(const std::string& path, DType dtype
   }
   if (any_failed) agree_on_failure(*impl_->comm, failure);
   const std::uint64_t checksum = checksum_of_blocks(hashes);
+  const auto phase = impl_->phase("h5 attributes");
   agree_on_failure(*impl_->comm, capture_failure([&] {
     std::lock_guard lock(hdf5_mutex());
     H5Handle dataset(H5Dopen2(impl_->file.get(), path.c_str(), H5P_DEFAULT));
@@ -211,11 +222,14 @@ void ParallelCheckpointWriter::write_array(const ArrayView& array) {
 }
 
 void ParallelCheckpointWriter::set_attribute(const std::string& name, const std::string& value) {
+  const auto phase = impl_->phase("h5 attributes");
   std::lock_guard lock(hdf5_mutex());
   write_string_attribute(impl_->file.get(), name, value);
 }
 
 void ParallelCheckpointWriter::close() {
+  if (!impl_->file) return;
+  const auto phase = impl_->phase("h5 close");
   std::lock_guard lock(hdf5_mutex());
   const hid_t id = impl_->file.get();
   if (id < 0) return;

@@ -72,6 +72,15 @@ class RootFetcher {
     on_root_then_agree(comm_, [&] { reader_.emplace(path_); });
   }
 
+  // Collective: rank 0's answer, so that no rank's own view of the file (a transient read error)
+  // decides alone whether it enters the collectives that follow.
+  bool has(const std::string& name) {
+    std::int64_t present = 0;
+    on_root_then_agree(comm_, [&] { present = reader_->has_array(name) ? 1 : 0; });
+    comm_.broadcast(&present, 1, DType::I64, 0);
+    return present != 0;
+  }
+
   std::optional<at::Tensor> fetch(const std::string& name) {
     ArrayData data;
     std::int64_t present = 0;
@@ -301,7 +310,7 @@ TrainingPosition read_training_state(const std::string& path, Communicator& comm
     on_all_then_agree(comm, [&] { own.emplace(path); });
     ShardedOptimizerState::Source source;
     source.whole = [&](const std::string& name) { return file.fetch(name); };
-    source.has = [&](const std::string& name) { return own->has_array(name); };
+    source.has = [&](const std::string& name) { return file.has(name); };
     source.share = [&](const std::string& name, std::int64_t first, std::int64_t count, at::IntArrayRef shape) {
       if (!own->has_array(name))
         throw UsageError(fmt::format("checkpoint '{}' has no '{}': it was written for a different model", path, name));

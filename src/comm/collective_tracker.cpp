@@ -10,6 +10,7 @@
 
 #include "mnddp/fixed_text.hpp"
 #include "mnddp/observe/timeline.hpp"
+#include "mnddp/progress.hpp"
 
 namespace mnddp {
 namespace {
@@ -78,6 +79,7 @@ std::uint64_t CollectiveTracker::begin(const std::string& op, std::size_t bytes,
     std::int64_t none = 0;
     g_first_call_ns.compare_exchange_strong(none, record.start.time_since_epoch().count());
   }
+  progress::note();
   std::lock_guard lock(mutex_);
   record.seq = ++started_;
   changed_ = record.start;
@@ -103,6 +105,7 @@ void CollectiveTracker::end(std::uint64_t seq) {
     std::lock_guard lock(mutex_);
     const auto open = open_.find(seq);
     if (open == open_.end()) return;
+    progress::note();
     if (timeline::enabled()) closed = std::move(open->second);
     open_.erase(open);
     ++finished_;

@@ -13,6 +13,7 @@
 
 #include "mnddp/check.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
+#include "mnddp/guarded_thread.hpp"
 #include "mnddp/host_waits.hpp"
 #include "mnddp/observe/timeline.hpp"
 #include "mpi_ops.hpp"
@@ -104,7 +105,7 @@ AsyncChannel::AsyncChannel(MPI_Comm parent, const std::string& name, ChannelPace
   MNDDP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   MNDDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   MNDDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  thread_ = std::thread([this] { run(); });
+  thread_ = guarded_thread("communication channel", [this] { run(); });
 }
 
 AsyncChannel::~AsyncChannel() {

@@ -5,13 +5,24 @@
 #include <algorithm>
 #include <utility>
 
+#include "mnddp/guarded_thread.hpp"
+
 namespace mnddp {
 
 DecodePool::DecodePool(int threads) : scratch_(static_cast<std::size_t>(std::max(1, threads))) {
-  for (std::size_t w = 0; w + 1 < scratch_.size(); ++w) workers_.emplace_back([this, w] { work(w); });
+  workers_.reserve(scratch_.size());  // push_back below never throws with a started thread in hand
+  try {
+    for (std::size_t w = 0; w + 1 < scratch_.size(); ++w)
+      workers_.push_back(guarded_thread("decode", [this, w] { work(w); }));
+  } catch (...) {
+    stop_workers();  // the ones started: a joinable thread must not be destroyed
+    throw;
+  }
 }
 
-DecodePool::~DecodePool() {
+DecodePool::~DecodePool() { stop_workers(); }
+
+void DecodePool::stop_workers() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;

@@ -28,6 +28,7 @@ class DecodePool {
   void run(std::size_t count, const Task& task);
 
  private:
+  void stop_workers();  // stops and joins the workers started
   void work(std::size_t worker);
   void claim_and_run(std::vector<unsigned char>& scratch);
 

@@ -10,6 +10,7 @@
 #include "mnddp/device_binding.hpp"
 #include "mnddp/diagnose/activity.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/guarded_thread.hpp"
 
 namespace mnddp {
 
@@ -29,7 +30,7 @@ Loader::Loader(H5Reader& reader, std::vector<std::int64_t> indices, std::int64_t
   const auto count = static_cast<std::int64_t>(indices_.size());
   num_batches_ = (count + batch_size_ - 1) / batch_size_;
   // Started last: every member the thread touches is initialised by now.
-  thread_ = std::thread(&Loader::run, this);
+  thread_ = guarded_thread("data loader", [this] { run(); });
 }
 
 Loader::~Loader() {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "mnddp/diagnose/incident_schema.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/exit_codes.hpp"
 
@@ -22,8 +23,13 @@ std::vector<nlohmann::json> read_incident_records(const std::string& path, const
     if (line.empty()) continue;
     auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     // A line cut short (the job killed mid-write) is skipped, not fatal: the others still tell.
-    if (record.is_discarded() || !record.is_object() || !record.contains("rank")) {
+    if (record.is_discarded()) {
       std::fprintf(stderr, "mnddp incident: '%s' line %d is not a complete record; skipped\n", path.c_str(), number);
+      continue;
+    }
+    if (const auto problem = incident_record_problem(record)) {
+      std::fprintf(stderr, "mnddp incident: '%s' line %d is not an incident record (%s); skipped\n", path.c_str(),
+                   number, problem->c_str());
       continue;
     }
     records.push_back(std::move(record));

@@ -5,11 +5,12 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "mnddp/comm/collective_tracker.hpp"
+#include "mnddp/run_program.hpp"
 
 namespace mnddp {
 namespace {
@@ -43,18 +44,15 @@ std::map<FrameKey, std::string> symbolise(const std::vector<FrameKey>& wanted) {
   }
   std::map<FrameKey, std::string> names;
   for (const auto& [module, offsets] : by_module) {
-    std::string command = fmt::format("timeout 30 addr2line -f -C -e '{}'", module);
-    for (auto offset : offsets) command += fmt::format(" {:#x}", offset);
-    FILE* pipe = ::popen((command + " 2>/dev/null").c_str(), "r");
-    if (pipe == nullptr) continue;
+    // An argument vector, no shell: the module's path comes from the incident file. "--" ends the
+    // options, so a path that starts with "-" is a path.
+    std::vector<std::string> argv{"addr2line", "-f", "-C", "-e", module, "--"};
+    for (auto offset : offsets) argv.push_back(fmt::format("{:#x}", offset));
+    const ProgramResult result = run_program(argv, 30.0);
+    if (!result.started || result.timed_out) continue;
     std::vector<std::string> lines;
-    char buffer[4096];
-    while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) {
-      std::string line(buffer);
-      if (!line.empty() && line.back() == '\n') line.pop_back();
-      lines.push_back(line);
-    }
-    ::pclose(pipe);
+    std::istringstream out(result.output);
+    for (std::string line; std::getline(out, line);) lines.push_back(line);
     std::size_t i = 0;
     for (auto offset : offsets) {
       if (i + 1 >= lines.size()) break;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <shared_mutex>
 #include <thread>
 
 #include "mnddp/comm/collective_tracker.hpp"
@@ -38,6 +40,10 @@ State& state() {
 }
 std::atomic<bool> g_configured{false};
 std::atomic<bool> g_written{false};
+// One record written or withdrawn at a time; waited for within a bound, since the writer may be a
+// thread that crashed while writing.
+std::timed_mutex g_write_mutex;
+constexpr auto kWriteWait = std::chrono::seconds(3);
 std::atomic<bool> g_signal_record{false};  // the record written was a `signal` one
 
 // Seconds since the epoch of a steady-clock instant: comparable between the ranks' records (to the
@@ -123,19 +129,44 @@ json peers_json(const std::vector<PeerView>& peers) {
   return out;
 }
 
-// One write of the whole line under an exclusive lock (bounded: a lock that never comes, as on a
-// broken network file system, must not keep the job from ending).
-bool append_line(const std::string& path, const std::string& line) {
+// Opens the incident file for appending, not through a symlink and not when it is someone else's
+// file or a hard link to one: the path may lie in a directory others can write to.
+int open_incident_file(const std::string& path) {
+  const int fd =
+      ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);  // RDWR: end_torn_line reads
+  if (fd < 0) return -1;
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_uid != ::geteuid() || info.st_nlink != 1) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A line an earlier writer left unfinished (killed mid-write) would swallow this one: end it first.
+void end_torn_line(int fd) {
+  struct stat info {};
+  char last = '\n';
+  if (::fstat(fd, &info) == 0 && info.st_size > 0 && ::pread(fd, &last, 1, info.st_size - 1) == 1 && last != '\n') {
+    const char newline = '\n';
+    [[maybe_unused]] const ssize_t n = ::write(fd, &newline, 1);
+  }
+}
+
+// One write of the whole line under an exclusive lock, waited for at most `lock_budget` (a lock that
+// never comes, as on a broken network file system, must not keep the job from ending; a preempted
+// rank has about a second before its launcher's SIGKILL).
+bool append_line(const std::string& path, const std::string& line, std::chrono::milliseconds lock_budget) {
   std::error_code error;
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, error);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = open_incident_file(path);
   if (fd < 0) return false;
   bool locked = false;
-  for (int attempt = 0; attempt < 200 && !locked; ++attempt) {
-    locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
-    if (!locked) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const auto give_up = Clock::now() + lock_budget;
+  while (!(locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0) && Clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (locked) end_torn_line(fd);
   std::size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
@@ -228,35 +259,51 @@ std::string IncidentRecorder::record_json(const IncidentReport& report, const st
 }
 
 bool IncidentRecorder::write(const IncidentReport& report, std::chrono::milliseconds stack_wait) {
-  if (!enabled() || g_written.exchange(true)) return false;
+  if (!enabled()) return false;
+  // Held for the whole write, so a withdrawal waits for a record on its way out (never misses it).
+  const std::unique_lock write_lock(g_write_mutex, kWriteWait);
+  if (!write_lock.owns_lock() || g_written.exchange(true)) return false;
+  const bool signal = report.cause == IncidentCause::Signal;
+  g_signal_record.store(signal);
   try {
     const auto stacks = capture_thread_stacks(stack_wait);
-    g_signal_record.store(report.cause == IncidentCause::Signal);
-    return append_line(path(), record_json(report, stacks) + "\n");
+    return append_line(path(), record_json(report, stacks) + "\n",
+                       signal ? std::chrono::milliseconds(500) : std::chrono::milliseconds(2000));
   } catch (const std::exception&) {
     return false;  // on the way out already: the job's message matters more than its record
   }
 }
 
 void IncidentRecorder::withdraw_signal_record() {
-  if (!enabled() || !g_signal_record.exchange(false)) return;
+  if (!enabled()) return;
+  const std::unique_lock write_lock(g_write_mutex, kWriteWait);
+  if (!write_lock.owns_lock() || !g_signal_record.exchange(false)) return;
   State& s = state();
   json line;
   {
     std::lock_guard lock(s.mutex);
     line = {{"incident", s.run_id}, {"rank", s.rank.rank}, {"withdrawn", true}, {"time", wall_seconds(Clock::now())}};
   }
-  append_line(path(), line.dump() + "\n");
+  append_line(path(), line.dump() + "\n", std::chrono::milliseconds(2000));
   g_written.store(false);
+}
+
+// Held shared while a request runs and exclusively to replace it: the watchdog that clears its
+// request on destruction waits for a call into it to return, never frees what the call uses.
+std::shared_mutex& peer_request_mutex() {
+  static auto* mutex = new std::shared_mutex;  // never destroyed: used on the way out
+  return *mutex;
 }
 
 void IncidentRecorder::set_peer_request(PeerRequest request) {
   State& s = state();
+  std::unique_lock in_use(peer_request_mutex());
   std::lock_guard lock(s.mutex);
   s.peer_request = std::move(request);
 }
 
 void IncidentRecorder::ask_peers(const std::string& reason, int exit_code) {
+  std::shared_lock in_use(peer_request_mutex());
   PeerRequest request;
   {
     State& s = state();

@@ -8,7 +8,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <sys/mman.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +23,7 @@
 #include "mnddp/diagnose/incident.hpp"
 #include "mnddp/diagnose/thread_stacks.hpp"
 #include "mnddp/exit_codes.hpp"
+#include "mnddp/guarded_thread.hpp"
 #include "mnddp/preemption.hpp"
 
 namespace mnddp {
@@ -50,17 +54,28 @@ void sleep_briefly() {
   ::nanosleep(&pause, nullptr);
 }
 
+void wait_for_the_record() {
+  for (double waited = 0; !g_crash_handled.load() && waited < kCrashWaitSeconds; waited += 0.02) sleep_briefly();
+}
+
 extern "C" void on_fatal_signal(int signal, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
   int expected = 0;
-  if (g_fatal_signal.compare_exchange_strong(expected, signal) && my_tid() != g_incident_tid.load()) {
+  const bool incident_thread = my_tid() == g_incident_tid.load();
+  if (g_fatal_signal.compare_exchange_strong(expected, signal) && !incident_thread) {
     g_crash_tid.store(my_tid());
     g_fault_address.store(info != nullptr ? reinterpret_cast<std::uintptr_t>(info->si_addr) : 0);
     g_crash_count = dump_this_thread(g_crash_frames, kMaxFrames, signal_context_pc(context));
     ::sem_post(&g_wake);
-    for (double waited = 0; !g_crash_handled.load() && waited < kCrashWaitSeconds; waited += 0.02) sleep_briefly();
+    wait_for_the_record();
+  } else if (!incident_thread) {
+    // A second thread crashing while the first one's record is written: ending the process now would
+    // cut that record short. It waits for the record too, then dies of its own signal.
+    wait_for_the_record();
   }
   // Let the signal take its course: the handler that was there before (MPI's backtrace), else death.
   ::sigaction(signal, &g_previous[signal], nullptr);
+  errno = saved_errno;
   if (signal == SIGABRT || (info != nullptr && info->si_code <= 0)) ::raise(signal);  // sent, not faulted: again
 }
 
@@ -71,8 +86,10 @@ void notify_termination(int signal) {
 }
 
 extern "C" void on_uncaught_termination(int signal) {
+  const int saved_errno = errno;
   g_term_default.store(true);
   notify_termination(signal);
+  errno = saved_errno;
 }
 
 std::string signal_description(int signal) {
@@ -147,8 +164,11 @@ void handle_termination() {
 void install_incident_signals() {
   static std::once_flag once;
   std::call_once(once, [] {
+    // The main thread's alternate stack (the others' come with guarded_thread): a stack overflow
+    // still runs the handler, so it ends with a message and a record.
+    static AlternateSignalStack main_thread_stack;
     ::sem_init(&g_wake, 0, 0);
-    std::thread([] {
+    guarded_thread("incident", [] {
       g_incident_tid.store(my_tid());
       while (true) {
         while (::sem_wait(&g_wake) != 0) {
@@ -176,6 +196,27 @@ void install_incident_signals() {
       ::sigaction(SIGTERM, &term, nullptr);
     }
   });
+}
+
+AlternateSignalStack::AlternateSignalStack() {
+  void* memory = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (memory == MAP_FAILED) return;  // no alternate stack: the handler still runs on any other fault
+  stack_t stack{};
+  stack.ss_sp = memory;
+  stack.ss_size = kBytes;
+  if (::sigaltstack(&stack, nullptr) != 0) {
+    ::munmap(memory, kBytes);
+    return;
+  }
+  memory_ = memory;
+}
+
+AlternateSignalStack::~AlternateSignalStack() {
+  if (memory_ == nullptr) return;
+  stack_t off{};
+  off.ss_flags = SS_DISABLE;
+  ::sigaltstack(&off, nullptr);
+  ::munmap(memory_, kBytes);
 }
 
 }  // namespace mnddp

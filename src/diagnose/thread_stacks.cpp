@@ -26,9 +26,13 @@ constexpr std::size_t kMaxThreads = 1024;
 int capture_signal() { return SIGRTMIN + 6; }
 
 // One thread's answer. The handler finds its slot by thread id: a scan of atomics, async-signal-safe.
+// A slot is handed out again only when no handler can be writing in it: one asked and never answered
+// is taken back (Asked -> Free) only if its handler has not begun; one whose handler is still
+// writing (it answered late) waits until it is Done.
+enum SlotState : int { kFree, kAsked, kWriting, kDone };
 struct Slot {
   std::atomic<long> tid{0};
-  std::atomic<bool> done{false};
+  std::atomic<int> state{kFree};
   std::size_t count = 0;
   void* frames[kMaxFrames] = {};
 };
@@ -41,9 +45,12 @@ extern "C" void on_capture_signal(int, siginfo_t*, void* context) {
   const int saved_errno = errno;
   const long tid = my_tid();
   for (auto& slot : g_slots) {
-    if (slot.tid.load(std::memory_order_acquire) != tid || slot.done.load(std::memory_order_acquire)) continue;
+    int asked = kAsked;
+    if (slot.tid.load(std::memory_order_acquire) != tid ||
+        !slot.state.compare_exchange_strong(asked, kWriting, std::memory_order_acq_rel))
+      continue;
     slot.count = dump_this_thread(slot.frames, kMaxFrames, signal_context_pc(context));
-    slot.done.store(true, std::memory_order_release);
+    slot.state.store(kDone, std::memory_order_release);
     break;
   }
   errno = saved_errno;
@@ -132,25 +139,35 @@ std::vector<ThreadStack> capture_thread_stacks(std::chrono::milliseconds wait) {
   const long self = my_tid();
   std::vector<ThreadStack> stacks;
   std::vector<Slot*> asked;
+  std::size_t next_slot = 0;
+  // A slot no handler can be in: Free, or Done by a late answer nobody reads.
+  auto free_slot = [&]() -> Slot* {
+    for (; next_slot < g_slots.size(); ++next_slot) {
+      Slot& slot = g_slots[next_slot];
+      const int state = slot.state.load(std::memory_order_acquire);
+      if (state == kFree || state == kDone) {
+        ++next_slot;
+        return &slot;
+      }
+    }
+    return nullptr;
+  };
   for (const long tid : thread_ids()) {
     ThreadStack stack;
     stack.tid = tid;
     stack.name = thread_name(tid);
     stacks.push_back(std::move(stack));
-    if (tid == self || asked.size() == kMaxThreads) {
-      asked.push_back(nullptr);
-      continue;
-    }
-    Slot& slot = g_slots[asked.size()];
-    slot.done.store(false, std::memory_order_release);
-    slot.tid.store(tid, std::memory_order_release);
-    asked.push_back(&slot);
+    Slot* slot = tid == self ? nullptr : free_slot();
+    asked.push_back(slot);
+    if (slot == nullptr) continue;
+    slot->tid.store(tid, std::memory_order_release);
+    slot->state.store(kAsked, std::memory_order_release);
     ::syscall(SYS_tgkill, ::getpid(), tid, capture_signal());
   }
   const auto deadline = std::chrono::steady_clock::now() + wait;
   auto all_done = [&] {
     for (const Slot* slot : asked)
-      if (slot != nullptr && !slot->done.load(std::memory_order_acquire)) return false;
+      if (slot != nullptr && slot->state.load(std::memory_order_acquire) != kDone) return false;
     return true;
   };
   while (!all_done() && std::chrono::steady_clock::now() < deadline)
@@ -162,11 +179,15 @@ std::vector<ThreadStack> capture_thread_stacks(std::chrono::milliseconds wait) {
       const std::size_t count = dump_this_thread(frames, kMaxFrames, 0);
       stack.frames = describe_frames(frames, count);
       stack.answered = true;
-    } else if (asked[i] != nullptr && asked[i]->done.load(std::memory_order_acquire)) {
+    } else if (asked[i] != nullptr && asked[i]->state.load(std::memory_order_acquire) == kDone) {
       stack.frames = describe_frames(asked[i]->frames, asked[i]->count);
       stack.answered = true;
+      asked[i]->state.store(kFree, std::memory_order_release);
+    } else if (asked[i] != nullptr) {
+      // Unanswered: taken back unless its handler has begun (then it stays Writing until Done).
+      int state = kAsked;
+      asked[i]->state.compare_exchange_strong(state, kFree, std::memory_order_acq_rel);
     }
-    if (asked[i] != nullptr) asked[i]->tid.store(0, std::memory_order_release);  // a late answer is ignored
   }
   return stacks;
 }

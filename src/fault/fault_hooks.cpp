@@ -13,6 +13,19 @@
 #include "mnddp/fault/fault_actions.hpp"
 
 namespace mnddp {
+namespace {
+
+// Each frame keeps a page live past the call, so neither the optimiser nor tail calls flatten it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winfinite-recursion"  // the point of the fault
+[[gnu::noinline]] std::uint64_t overflow_the_stack(std::uint64_t depth) {
+  volatile char page[4096];
+  page[depth % sizeof(page)] = static_cast<char>(depth);
+  return overflow_the_stack(depth + 1) + page[(depth * 7) % sizeof(page)];
+}
+#pragma GCC diagnostic pop
+
+}  // namespace
 
 void FaultHooks::announce(const std::string& what) const { announce_fault(plan_, rank_.where(), what); }
 
@@ -26,6 +39,10 @@ void FaultHooks::at_step_start(std::int64_t step) const {
     announce("writing through a null pointer (SIGSEGV)");
     static volatile std::uintptr_t address = 0;  // volatile: the compiler cannot see the null, nor drop the store
     *reinterpret_cast<volatile int*>(address) = 1;
+  }
+  if (plan_.hits(FaultKind::StackOverflow, step, rank_.rank)) {
+    announce("recursing without end (a stack overflow)");
+    overflow_the_stack(0);
   }
   if (plan_.hits(FaultKind::Hang, step, rank_.rank)) {
     announce("this rank stops before the step's collectives");
@@ -74,6 +91,11 @@ std::function<void(std::int64_t)> FaultHooks::loader_hook(std::int64_t first_ste
 }
 
 void FaultHooks::before_checkpoint_write(std::int64_t step, const std::string& directory) const {
+  if (plan_.hits(FaultKind::CheckpointStall, step, rank_.rank)) {
+    announce("this rank stops inside the checkpoint write (a hung file system)");
+    const Activity stalled("the injected checkpoint stall");
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   if (!plan_.hits(FaultKind::CheckpointFill, step, rank_.rank)) return;
   announce("filling the checkpoint file system");
   fill_file_system(directory);

@@ -14,6 +14,7 @@
 
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/guarded_thread.hpp"
 
 namespace mnddp {
 
@@ -78,7 +79,7 @@ TraceObserver::TraceObserver(Communicator& control, const std::string& directory
                "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
                rank_, timeline::json_string(fmt::format("rank {} ({})", rank_, host)).c_str(), rank_, rank_);
   std::fflush(out_);  // a rank killed before the first write still leaves a file merge can read
-  writer_ = std::thread([this] { write_loop(); });
+  writer_ = guarded_thread("trace writer", [this] { write_loop(); });
 }
 
 TraceObserver::~TraceObserver() { close(); }

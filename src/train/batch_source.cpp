@@ -8,6 +8,8 @@
 
 #include "mnddp/device_binding.hpp"
 #include "mnddp/diagnose/activity.hpp"
+#include "mnddp/guarded_thread.hpp"
+#include "mnddp/progress.hpp"
 
 namespace mnddp {
 
@@ -19,7 +21,7 @@ struct BatchSource::Staged {
 
 BatchSource::BatchSource(Loader& loader, c10::Device device, int depth)
     : loader_(loader), device_(device), depth_(static_cast<std::size_t>(std::max(depth, 1))) {
-  if (device_.is_cuda()) thread_ = std::thread([this] { stage(); });
+  if (device_.is_cuda()) thread_ = guarded_thread("batch staging", [this] { stage(); });
 }
 
 BatchSource::~BatchSource() {
@@ -69,6 +71,7 @@ void BatchSource::stage() {
 }
 
 std::optional<BatchSource::Batch> BatchSource::next() {
+  progress::note();  // a batch is asked for; the step's own note follows its end
   if (!device_.is_cuda()) {
     std::optional<HostBatch> host = loader_.next();
     if (!host) return std::nullopt;

@@ -7,14 +7,15 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <utility>
 
 #include "mnddp/env_info.hpp"
+#include "mnddp/error.hpp"
 #include "mnddp/observe/startup_breakdown.hpp"
 
 #include "mnddp/observe/timeline.hpp"
 #include "mnddp/preemption.hpp"
+#include "mnddp/safe_files.hpp"
 #include "mnddp/task/metric.hpp"
 
 namespace mnddp {
@@ -26,19 +27,11 @@ using Clock = std::chrono::steady_clock;
 // "deadline"): one line in <checkpoint-dir>/stop-reason, replaced atomically. A script's guide, not
 // the checkpoint's: failing to write it only warns.
 void write_stop_reason(const std::string& directory, const std::string& reason) {
-  const std::filesystem::path path = std::filesystem::path(directory) / "stop-reason";
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << reason << '\n';
-    if (!out.flush()) {
-      spdlog::warn("cannot write '{}': job scripts will not see why the run stopped ({})", path.string(), reason);
-      return;
-    }
+  try {
+    replace_file(directory, "stop-reason", reason + '\n');
+  } catch (const Error& e) {
+    spdlog::warn("job scripts will not see why the run stopped ({}): {}", reason, e.what());
   }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) spdlog::warn("cannot write '{}': {}", path.string(), error.message());
 }
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -74,7 +67,17 @@ Checkpointer::Checkpointer(CheckpointerOptions options, MpiComm& control, const 
       left, deadline_source_, options_.deadline_margin_s);
 }
 
-Checkpointer::~Checkpointer() = default;
+Checkpointer::~Checkpointer() {
+  // The commit's `done` runs on the writer thread and writes members declared after async_: the
+  // writer must end before any of them goes (an exception unwinding with a commit in flight freed
+  // them first). Its own failure, if any, is not the error that is on its way.
+  if (!async_) return;
+  try {
+    async_->wait();
+  } catch (...) {
+  }
+  async_.reset();
+}
 
 Checkpointer::Resumed Checkpointer::resume(const TrainingStateRefs& state, const std::string& path) {
   Resumed resumed{read_training_state(path, control_, state), path};

@@ -7,6 +7,7 @@
 
 #include "mnddp/amp/autocast.hpp"
 #include "mnddp/data/sampler.hpp"
+#include "mnddp/progress.hpp"
 #include "mnddp/train/device_batch.hpp"
 
 namespace mnddp {
@@ -31,6 +32,7 @@ EvalResult Evaluator::run(Model& model) {
       output = model.forward(io.input);
     }
     sums += task_.batch_sums(output, io.target);
+    progress::note();
   }
   const at::Tensor host = sums.cpu().contiguous();
   std::vector<double> totals(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());

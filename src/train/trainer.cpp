@@ -24,6 +24,7 @@
 #include "mnddp/observe/run_observer.hpp"
 #include "mnddp/observe/startup_breakdown.hpp"
 #include "mnddp/preemption.hpp"
+#include "mnddp/progress.hpp"
 #include "mnddp/train/batch_source.hpp"
 #include "mnddp/train/checks_gradients.hpp"
 #include "mnddp/train/device_batch.hpp"
@@ -81,6 +82,7 @@ TrainResult Trainer::run() {
   end_epoch_ = r.start.epoch;
   end_micro_batches_ = r.start.global_batches_done;
   r.model->train();
+  const progress::Watched watched;  // from here a rank where nothing moves is a hang (progress.hpp)
   r.observers.run_started(
       {step, r.data.steps.total_steps, r.data.steps.steps_per_epoch, r.samples_per_step(), r.rank.world_size});
   for (std::int64_t epoch = r.start.epoch; epoch < r.config.epochs && step < r.data.steps.total_steps; ++epoch) {
@@ -148,6 +150,7 @@ Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, T
     train_step(batches, step + 1, lr);
     r.log->add_host_waits(host_waits() - waits_before);
     ++step;
+    progress::note();
     r.observers.step_finished(step, epoch, step_begin, Clock::now());
     if (step % c.log_interval == 0 || step == r.data.steps.total_steps) {
       const Activity reporting(fmt::format("the log interval's report after step {}", step));

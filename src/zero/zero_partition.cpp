@@ -38,7 +38,8 @@ class WholeParameterNorms final : public TensorNorms {
       std::vector<std::int64_t> slots;
       for (const auto& p : params) slots.push_back(param_of_.at(p.unsafeGetTensorImpl()));
       index = at::tensor(slots, at::kLong).to(options_.device());
-      squares.index_add_(0, index, own_norms(tensors).square());
+      // A float64 or bf16 parameter's norm joins the float32 sums in their type.
+      squares.index_add_(0, index, own_norms(tensors).to(squares.scalar_type()).square());
     }
     const CollectiveLabel label("ZeRO trust-ratio norms");
     allreduce(comm_, squares, ReduceOp::Sum);

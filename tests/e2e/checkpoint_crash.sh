@@ -26,13 +26,19 @@ run_mpi 2 120 "${BASE[@]}" --checkpoint-dir "$WORK/straight"
 # 1. Every rank killed midway through writing step 30's checkpoint.
 run_mpi 2 60 "${BASE[@]}" --checkpoint-dir "$WORK/kill" --inject-fault checkpoint-kill@30
 CASES=$((CASES + 1))
-if [ "$RC" != 0 ] && [ "$(cat "$WORK/kill/latest")" = "step-00000020.h5" ] && [ -e "$WORK/kill/step-00000030.h5.tmp" ]; then
+if [ "$RC" != 0 ] && [ "$(cat "$WORK/kill/latest")" = "step-00000020.h5" ] && compgen -G "$WORK/kill/step-00000030.h5.????????????????.tmp" >/dev/null; then
   pass "SIGKILL mid-write: the job ended (rc $RC), latest still names step 20, the half-written file is a .tmp"
 else
   fail "SIGKILL mid-write: rc $RC, latest $(cat "$WORK/kill/latest" 2>/dev/null), files: $(ls "$WORK/kill")"
 fi
 check "after the kill, latest is valid" latest_is_valid "$WORK/kill"
 run_mpi 2 120 "${BASE[@]}" --checkpoint-dir "$WORK/kill"
+CASES=$((CASES + 1))
+if ! compgen -G "$WORK/kill/*.tmp" >/dev/null && grep -q "removing '.*step-00000030.h5.*.tmp', left by a checkpoint write" <<<"$OUT$ERR"; then
+  pass "the next run removed the dead run's temporary"
+else
+  fail "the dead run's temporary: $(ls "$WORK/kill")"
+fi
 check "resuming after the kill ends identical to an uninterrupted run" \
   "${COMPARE[@]}" "$WORK/kill/$(cat "$WORK/kill/latest")" "$WORK/straight/$(cat "$WORK/straight/latest")"
 

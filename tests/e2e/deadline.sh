@@ -37,5 +37,5 @@ fi
 
 # Refused values name the option.
 run_mpi 2 20 "${BASE[@]}" --deadline 1h30
-expect_usage_error "--deadline 1h30" "--deadline: '1h30' is not auto, none or a positive duration"
+expect_usage_error "--deadline 1h30" "--deadline: '1h30' is not auto, none or a duration from 1 s to 10 years"
 finish

@@ -37,6 +37,19 @@ run_mpi 3 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault stall@20
 expect_fault "stall of every rank" 4 "mnddp: fatal: collective timeout" "injected-stall channel" \
   "every rank is inside it (ranks 0, 1, 2): a stuck network or device"
 
+# A stack overflow: the crash handler runs on its alternate stack, so the rank still says what happened.
+run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault stack-overflow@20:1
+expect_fault "stack overflow on rank 1" nonzero "rank 1@" "mnddp: fatal: SIGSEGV"
+
+# A rank stuck in the file system inside a checkpoint write (after the file is created): watched
+# like any collective, with the write's step in the verdict; with the commit beside training or not.
+for async in true false; do
+  run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --checkpoint-dir "$WORK/ck-stall-$async" --checkpoint-interval 2 \
+    --checkpoint-async "$async" --inject-fault checkpoint-stall@4:1
+  expect_fault "rank 1 stalled in the checkpoint write (--checkpoint-async $async)" 4 \
+    "mnddp: fatal: collective timeout" "checkpoint write of step 4" "rank 1 never reached it"
+done
+
 run_mpi 2 $((DEADLINE + 5)) "${BASE[@]}" --inject-fault loader-exception@20:1
 expect_fault "exception in rank 1's loader thread" 1 "mnddp: fatal:" "loader-exception@20:1" "rank 1"
 

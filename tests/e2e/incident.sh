@@ -112,6 +112,26 @@ if grep -q "^verdict: rank 1 crashed" <<<"$latest" && grep -q "^verdict: rank 1 
 else
   fail "two runs in one file: $("$MNDDP_BIN" incident "$WORK/two.jsonl" --run "$first" 2>&1 | head -3)"
 fi
+# A module path from the file is an argument of addr2line, never shell text: a crafted one runs nothing.
+mkdir -p "$WORK/inj"
+evil="$WORK/inj/lib';touch $WORK/PWNED;'x.so"
+cp "$MNDDP_BIN" "$evil"
+"$MNDDP_PYTHON" - "$evil" >"$WORK/evil.jsonl" <<'EOF2'
+import json, sys
+frame = {"module": sys.argv[1], "offset": "0x1000", "symbol": ""}
+print(json.dumps({"incident": "evil", "rank": 0, "world_size": 1, "cause": "crash", "reason": "SIGSEGV",
+                  "origin": 0, "step": 1, "time": 1.0, "host": "h", "pid": 1, "stuck": None, "peers": [],
+                  "channels": [], "threads": [{"tid": 1, "name": "mnddp", "role": "main", "crashed": True,
+                                               "frames": [frame]}]}))
+EOF2
+"$MNDDP_BIN" incident "$WORK/evil.jsonl" --all >"$WORK/evil.out" 2>&1
+CASES=$((CASES + 1))
+if [ ! -e "$WORK/PWNED" ] && grep -q "^verdict: rank 0 crashed" "$WORK/evil.out"; then
+  pass "a crafted module path in an incident file runs no command"
+else
+  fail "crafted module path: $(ls "$WORK" | grep PWNED) $(head -3 "$WORK/evil.out")"
+fi
+
 "$MNDDP_BIN" incident "$WORK/missing.jsonl" >/dev/null 2>"$WORK/missing.err"
 RC=$?
 CASES=$((CASES + 1))

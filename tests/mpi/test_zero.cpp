@@ -45,7 +45,8 @@ DdpOptions tiny_buckets(bool shard_gradients) {
 void backward(DistributedDataParallel& ddp, nn::SequentialImpl& net, int rank, double scale = 1.0) {
   ddp.zero_grad();
   const auto features = net.parameters().front().size(1);
-  const at::Tensor loss = net.forward(rank_input(rank, features)).pow(2).mean() * scale;
+  const auto dtype = net.parameters().front().scalar_type();
+  const at::Tensor loss = net.forward(rank_input(rank, features).to(dtype)).pow(2).mean() * scale;
   ddp.prepare_for_backward(loss);
   loss.backward();
   ddp.finalize();
@@ -199,4 +200,28 @@ TEST_F(ZeroTest, LambWithRanksThatOwnNothingStepsLikeTheWholeOptimizer) {
   }
   for (std::size_t i = 0; i < whole.net->parameters().size(); ++i)
     EXPECT_TRUE(at::allclose(sharded.net->parameters()[i], whole.net->parameters()[i], 1e-5, 1e-7)) << i;
+}
+
+// The trust ratios of LAMB and LARS take whole-parameter norms summed across pieces in float32;
+// a float64 parameter's pieces join them (a TorchScript model may hold one), on stage 1 and 2.
+TEST_F(ZeroTest, TrustRatiosOfFloat64ParametersAreTheWholeOptimizers) {
+  auto float64_net = [] {
+    auto net = make_net();
+    net->to(torch::kFloat64);
+    return net;
+  };
+  for (const auto kind : {OptimizerKind::Lamb, OptimizerKind::Lars}) {
+    TrainingConfig config = adamw();
+    config.optimizer = kind;
+    for (const int stage : {1, 2}) {
+      Replica whole(comm, 0, config, float64_net()), sharded(comm, stage, config, float64_net());
+      for (int i = 0; i < 2; ++i) {
+        whole.step(comm.rank());
+        sharded.step(comm.rank());
+      }
+      for (std::size_t i = 0; i < whole.net->parameters().size(); ++i)
+        EXPECT_TRUE(at::allclose(sharded.net->parameters()[i], whole.net->parameters()[i], 1e-5, 1e-7))
+            << "stage " << stage << ", parameter " << i;
+    }
+  }
 }

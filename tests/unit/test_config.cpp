@@ -161,6 +161,26 @@ TEST(Config, PrintConfigRoundTrips) {
   EXPECT_EQ(parse_command_line({"--config", path}, {}).config, changed);
 }
 
+// Values Boost's INI reader would change ('#' starts a comment, spaces around a value are trimmed, a
+// line ends it) are written quoted, with escapes, and read back exactly; a user's file may quote too.
+TEST(Config, ValuesThatAnIniLineCannotHoldAreQuoted) {
+  TrainingConfig changed;
+  changed.train_data = "/scratch/run#3/train_*.h5";
+  changed.x_name = " padded ";
+  changed.y_name = "\"quoted\" \\ and\nnewline";
+  const std::string ini = mnddp::to_ini(changed);
+  EXPECT_NE(ini.find("train-data = \"/scratch/run\\x233/train_*.h5\""), std::string::npos) << ini;
+  EXPECT_NE(ini.find("val-data = data/demo/val_*.h5\n"), std::string::npos) << "plain values stay plain";
+  EXPECT_EQ(mnddp::parse_ini_text(ini), changed) << ini;
+
+  mnddp::testing_support::TempDir dir;
+  EXPECT_EQ(parse_command_line({"--config", write_file(dir, "q.ini", "x-name = \"a\\x23b\"  # a comment\n")}, {})
+                .config.x_name,
+            "a#b");
+  EXPECT_EQ(usage_error_of({"--config", write_file(dir, "bad.ini", "x-name = \"a\\qb\"\n")}),
+            "--x-name: the quoted value \"a\\qb\" has an unknown escape \\q (known: \\\\ \\\" \\n \\r \\t \\xHH)");
+}
+
 TEST(Config, HelpIsGrouped) {
   const std::string help = mnddp::help_text();
   for (const char* group :

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
@@ -12,7 +14,9 @@
 #include "mnddp/diagnose/activity.hpp"
 #include "mnddp/diagnose/incident.hpp"
 #include "mnddp/diagnose/incident_command.hpp"
+#include "mnddp/diagnose/incident_schema.hpp"
 #include "mnddp/diagnose/thread_stacks.hpp"
+#include "test_support.hpp"
 
 namespace mnddp {
 namespace {
@@ -115,6 +119,62 @@ TEST(IncidentRecord, HoldsChannelsThreadsAndPeers) {
   }
   EXPECT_TRUE(seen);
   EXPECT_FALSE(record["threads"].empty());
+  EXPECT_EQ(incident_record_problem(record), std::nullopt) << "the recorder's own record fits the schema";
+  report.stuck.reset();
+  EXPECT_EQ(incident_record_problem(json::parse(IncidentRecorder::record_json(report, {}))), std::nullopt);
+}
+
+// A record of the wrong shape (a hand-edited or damaged file) is named and skipped, not a crash:
+// every field the verdict reads is checked for its type first.
+TEST(IncidentRecord, WronglyTypedFieldsAreSkippedWithTheirPath) {
+  const json good = {{"incident", "r"}, {"rank", 0}, {"world_size", 1}, {"cause", "fatal"}, {"reason", "why"}};
+  EXPECT_EQ(incident_record_problem(good), std::nullopt);
+  auto with = [&](const char* key, json value) {
+    json bad = good;
+    bad[key] = std::move(value);
+    return incident_record_problem(bad).value_or("accepted");
+  };
+  EXPECT_EQ(with("rank", "1"), "rank: expected a number");
+  EXPECT_EQ(with("stuck", 5), "stuck: expected an object or null");
+  EXPECT_EQ(with("threads", json::array({{{"frames", json::array({{{"module", 7}}})}}})),
+            "threads[0].frames[0].module: expected a string");
+  EXPECT_EQ(with("channels", json::array({{{"open", {{"seq", "x"}}}}})), "channels[0].open.seq: expected a number");
+  EXPECT_EQ(with("peers", json::array({"rank 1"})), "peers[0]: expected an object");
+  EXPECT_EQ(incident_record_problem(json::array()), "the record is not an object");
+}
+
+// A line an earlier writer left unfinished (killed mid-write) is ended before this rank's record, so
+// the record stays readable; a symlink planted at the file's path is not followed.
+TEST(IncidentFile, ATornLineCostsOnlyItselfAndASymlinkIsNotFollowed) {
+  testing_support::TempDir dir;
+  const std::string path = dir.file("incident.jsonl");
+  { std::ofstream(path) << R"({"incident":"earlier","rank":0,"threads":[{"tid":1,"frames":[{"addr)"; }
+  RankInfo rank;
+  rank.rank = 1;
+  rank.world_size = 2;
+  IncidentRecorder::configure(rank, path, "run-torn");
+  IncidentReport report;
+  report.cause = IncidentCause::Signal;  // withdrawn below, so the next write may happen
+  report.reason = "SIGTERM while waiting";
+  ASSERT_TRUE(IncidentRecorder::write(report, std::chrono::milliseconds(50)));
+  IncidentRecorder::withdraw_signal_record();
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u) << "the torn line, the record, its withdrawal";
+  EXPECT_TRUE(json::parse(lines[0], nullptr, false).is_discarded());
+  const json written = json::parse(lines[1], nullptr, false);
+  ASSERT_FALSE(written.is_discarded()) << lines[1].substr(0, 200);
+  EXPECT_EQ(written.value("reason", ""), "SIGTERM while waiting");
+  EXPECT_EQ(incident_record_problem(written), std::nullopt);
+
+  { std::ofstream(dir.file("victim")) << "keep me"; }
+  std::filesystem::create_symlink(dir.file("victim"), dir.file("planted.jsonl"));
+  IncidentRecorder::configure(rank, dir.file("planted.jsonl"), "run-link");
+  report.cause = IncidentCause::Error;
+  EXPECT_FALSE(IncidentRecorder::write(report));
+  std::ifstream victim(dir.file("victim"));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(victim), {}), "keep me");
 }
 
 // A hand-made record: rank R at step S, its main thread doing WHAT, on one channel.

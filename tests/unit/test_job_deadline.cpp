@@ -3,6 +3,8 @@
 // the commands), and the schedule's decision once the end is near.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "mnddp/ckpt/checkpoint_schedule.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/job_deadline.hpp"
@@ -39,6 +41,39 @@ TEST(JobDeadline, OptionValues) {
   }
 }
 
+// Every value the option accepts reads back as itself after the configuration's round trip (rank 0
+// formats, every rank parses): 14 days printed as "1.2096e+06s" was refused on the way back.
+TEST(JobDeadline, EveryDeadlineRoundTripsExactly) {
+  for (const char* text : {"14-00:00:00", "1000000", "999999", "1.5", "3650-00:00:00", "1h0m0.25s", "86399.999"}) {
+    const DeadlineRequest request = parse_deadline(text);
+    const DeadlineRequest back = parse_deadline(format_deadline(request));
+    EXPECT_EQ(back.seconds, request.seconds) << text << " -> " << format_deadline(request);
+  }
+  std::mt19937_64 random(7);
+  std::uniform_real_distribution<double> seconds(1.0, 10 * 365.0 * 86400.0);
+  for (int i = 0; i < 10000; ++i) {
+    const DeadlineRequest request{DeadlineRequest::Mode::After, seconds(random)};
+    EXPECT_EQ(parse_deadline(format_deadline(request)).seconds, request.seconds) << format_deadline(request);
+  }
+  EXPECT_THROW(parse_deadline("0.5"), UsageError);            // below a second
+  EXPECT_THROW(parse_deadline("4000-00:00:00"), UsageError);  // past ten years
+}
+
+// A long value is refused with a message, not scanned into a stack overflow (std::regex recursed on
+// the length of its input) or an out_of_range from stod.
+TEST(JobDeadline, LongValuesAreRefusedNotCrashedOn) {
+  for (const std::size_t length : {65u, 20000u, 200000u, 2000000u}) {
+    EXPECT_FALSE(parse_duration(std::string(length, '1'))) << length;
+    try {
+      parse_deadline(std::string(length, '1'));
+      FAIL() << length;
+    } catch (const UsageError& e) {
+      EXPECT_LT(std::string(e.what()).size(), 300u);
+    }
+  }
+  EXPECT_FALSE(parse_slurm_time(std::string(200000, '2')));
+}
+
 TEST(JobDeadline, SlurmTimeStamps) {
   const auto t = parse_slurm_time("2026-12-02T16:00:00\n");
   ASSERT_TRUE(t);
@@ -54,9 +89,11 @@ TEST(JobDeadline, SlurmEndFromSqueueThenScontrolThenTheEnvironment) {
   const Environment slurm{{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_END_TIME", std::to_string(now + 600)}};
   std::vector<std::string> asked;
   auto answer = [&](std::string squeue, std::string scontrol) {
-    return [&asked, squeue, scontrol](const std::string& command) {
+    return [&asked, squeue, scontrol](const std::vector<std::string>& argv) {
+      std::string command;
+      for (const auto& arg : argv) command += (command.empty() ? "" : " ") + arg;
       asked.push_back(command);
-      return command.rfind("squeue", 0) == 0 ? squeue : scontrol;
+      return argv.front() == "squeue" ? squeue : scontrol;
     };
   };
   auto end = find_job_end({}, slurm, answer("2026-12-02T15:30:00\n", ""), now);

@@ -63,8 +63,11 @@ std::uint32_t crc32_checksum(const void* data, std::size_t bytes);  // zlib's CR
 
 class ParallelCheckpointWriter {
  public:
-  // Collective over `comm` (whose MPI communicator is `mpi_comm`): creates (truncates) `path`.
-  ParallelCheckpointWriter(Communicator& comm, MPI_Comm mpi_comm, const std::string& path);
+  // Collective over `comm` (whose MPI communicator is `mpi_comm`): creates `path`, truncating a file
+  // there, or with Create::Exclusive failing when anything is there (a symlink included).
+  enum class Create { Truncate, Exclusive };
+  ParallelCheckpointWriter(Communicator& comm, MPI_Comm mpi_comm, const std::string& path,
+                           Create create = Create::Truncate);
   ~ParallelCheckpointWriter();  // closes if close() was not reached (an error is on its way)
   ParallelCheckpointWriter(const ParallelCheckpointWriter&) = delete;
   ParallelCheckpointWriter& operator=(const ParallelCheckpointWriter&) = delete;

@@ -1,6 +1,7 @@
-// CheckpointManager: the checkpoint directory. Saves atomically (write step-N.h5.tmp collectively,
-// agree that every rank succeeded, rename, fsync the directory, then replace `latest` by
-// write-and-rename), keeps the newest keep_last, removes stale *.tmp at start, and picks the
+// CheckpointManager: the checkpoint directory. Saves atomically (write a unique, exclusively created
+// step-N.h5.<random>.tmp collectively, agree that every rank succeeded, rename, fsync the directory,
+// then replace `latest` the same way), keeps the newest keep_last, removes its own temporaries that
+// a dead run left at start, and picks the
 // checkpoint to resume from, verifying checksums and falling back to an older one if needed.
 // It holds the directory and its rules, not a communicator: each collective call names the one it
 // runs on, so one manager serves training's communicator and the asynchronous writer's alike.
@@ -20,8 +21,8 @@ namespace mnddp {
 
 class CheckpointManager {
  public:
-  // Collective over `comm`. Root creates the directory and removes stale *.tmp files from crashed
-  // writes.
+  // Collective over `comm`. Root creates the directory and removes mnddp's temporaries that are
+  // older than this process (writes a crashed run left); no other file is touched.
   CheckpointManager(std::string directory, int keep_last, Communicator& comm);
 
   // Collective over `comm`, whose MPI communicator opens the parallel-HDF5 file. `write` fills the

@@ -63,7 +63,8 @@ class ShardedOptimizerState {
   virtual ForCheckpoint for_checkpoint(OptimizerKind kind) = 0;
 
   // Where restore() reads from. `whole` fetches a whole array by key (collective: every rank asks
-  // for the same keys in the same order); `has` says whether the file has an array; `share` reads
+  // for the same keys in the same order); `has` says whether the file has an array (collective too:
+  // rank 0 looks, every rank gets its answer); `share` reads
   // elements [first, first + count) of one on this rank alone, and throws if its shape is not `shape`.
   struct Source {
     std::function<std::optional<at::Tensor>(const std::string&)> whole;

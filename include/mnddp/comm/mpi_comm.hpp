@@ -66,6 +66,9 @@ class MpiComm final : public Communicator {
   std::shared_ptr<CommWork> reduce_scatter_async(void* buffer, std::size_t count, DType dtype, ReduceOp op,
                                                  std::optional<CudaStream> producer = std::nullopt) override;
   std::uint64_t collective_count() const override { return collectives_; }
+  // Its channel's records, for work that runs MPI's collectives inside a library (the checkpoint's
+  // MPI-IO under HDF5): a phase of it opens a record here, so the watchdog sees a rank stuck there.
+  CollectiveTracker& tracker() { return tracker_; }
 
  private:
   // Records the call for the watchdog and, with --debug-collectives, checks the ranks agree on it.

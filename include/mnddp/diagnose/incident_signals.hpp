@@ -8,9 +8,26 @@
 //    uncaught SIGTERM still terminates, a fraction of a second later.
 #pragma once
 
+#include <cstddef>
+
 namespace mnddp {
 
 // After IncidentRecorder::configure and settle_preemption_signals. Once per process.
 void install_incident_signals();
+
+// This thread's alternate signal stack while the object lives (sigaltstack): the fatal-signal handler
+// runs on it, so a thread whose own stack overflowed still writes its record. Every thread mnddp
+// starts has one (guarded_thread); install_incident_signals gives the main thread its own.
+class AlternateSignalStack {
+ public:
+  AlternateSignalStack();
+  ~AlternateSignalStack();
+  AlternateSignalStack(const AlternateSignalStack&) = delete;
+  AlternateSignalStack& operator=(const AlternateSignalStack&) = delete;
+  static constexpr std::size_t kBytes = 256 * 1024;  // the handler unwinds the stack: room for that
+
+ private:
+  void* memory_ = nullptr;
+};
 
 }  // namespace mnddp

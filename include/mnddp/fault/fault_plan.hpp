@@ -4,6 +4,8 @@
 // steps from 1. Kinds (docs/FAULT_TOLERANCE.md):
 //   crash               the rank kills itself (SIGKILL) at the start of step STEP
 //   segfault            the rank writes through a null pointer at the start of step STEP (SIGSEGV)
+//   stack-overflow      the rank recurses without end at the start of step STEP: SIGSEGV on a stack
+//                       with no room left, which only an alternate signal stack can handle
 //   hang                the rank stops before step STEP's collectives and never continues
 //   stall               the rank enters a collective that never completes at the start of step STEP
 //                       (on every rank: a network that stopped delivering)
@@ -15,6 +17,8 @@
 //                       way MPI cannot see
 //   replica-drift       after step STEP's update the rank flips a mantissa bit of one parameter:
 //                       replicas that silently differ
+//   checkpoint-stall    the rank stops inside the write of the checkpoint of step STEP (after the
+//                       file is created, before its first array), for ever: a hung file system
 //   checkpoint-kill     SIGKILL midway through writing the checkpoint of step STEP
 //   checkpoint-fail     an error midway through writing the checkpoint of step STEP
 //   checkpoint-fill     the checkpoint file system filled (a file 'injected-fill' in the checkpoint
@@ -34,6 +38,7 @@ enum class FaultKind {
   None,
   Crash,
   Segfault,
+  StackOverflow,
   Hang,
   Stall,
   Slow,
@@ -41,6 +46,7 @@ enum class FaultKind {
   NanLoss,
   Desync,
   ReplicaDrift,
+  CheckpointStall,
   CheckpointKill,
   CheckpointFail,
   CheckpointFill,
@@ -52,6 +58,7 @@ template <>
 struct ChoiceNames<FaultKind> {
   static constexpr std::array table{named(FaultKind::Crash, "crash"),
                                     named(FaultKind::Segfault, "segfault"),
+                                    named(FaultKind::StackOverflow, "stack-overflow"),
                                     named(FaultKind::Hang, "hang"),
                                     named(FaultKind::Stall, "stall"),
                                     named(FaultKind::Slow, "slow"),
@@ -59,6 +66,7 @@ struct ChoiceNames<FaultKind> {
                                     named(FaultKind::NanLoss, "nan-loss"),
                                     named(FaultKind::Desync, "desync"),
                                     named(FaultKind::ReplicaDrift, "replica-drift"),
+                                    named(FaultKind::CheckpointStall, "checkpoint-stall"),
                                     named(FaultKind::CheckpointKill, "checkpoint-kill"),
                                     named(FaultKind::CheckpointFail, "checkpoint-fail"),
                                     named(FaultKind::CheckpointFill, "checkpoint-fill"),
