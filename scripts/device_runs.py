@@ -244,7 +244,8 @@ def failures(args):
     timeout = 10
     limit = timeout + 30
     base = ["--model", "convnet", "--hidden", "16", "--batch-size", "32", "--max-steps", "100000",
-            "--epochs", "1000000", "--log-interval", "5", "--threads", "2", "--collective-timeout", str(timeout)]
+            "--epochs", "1000000", "--log-interval", "5", "--threads", "2", "--collective-timeout", str(timeout),
+            "--metrics-file", ""]
     cases = [("stopped rank (SIGSTOP)", "stopped", signal.SIGSTOP, []),
              ("killed rank (SIGKILL)", "killed", signal.SIGKILL, []),
              ("injected stall", "stall", None, ["--inject-fault", "stall@15"])]
