@@ -18,3 +18,12 @@ if(MNDDP_SANITIZE)
   add_link_options(-fsanitize=${MNDDP_SANITIZE})
   message(STATUS "mnddp: building with -fsanitize=${MNDDP_SANITIZE}")
 endif()
+
+# Fuzzing (scripts/fuzz.sh): everything gets libFuzzer's coverage instrumentation; the harnesses link
+# its driver (tests/fuzz/CMakeLists.txt).
+if(MNDDP_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "MNDDP_FUZZ needs clang (libFuzzer): configure with CC=clang CXX=clang++")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

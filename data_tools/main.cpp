@@ -12,6 +12,7 @@
 #include "cli.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/h5/h5_handle.hpp"
+#include "mnddp/program_options_message.hpp"
 
 namespace mnddp::tools {
 namespace {
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mnddp-data: error: %s\n", e.what());
     return e.exit_code();
   } catch (const boost::program_options::error& e) {
-    std::fprintf(stderr, "mnddp-data: error: %s\n", e.what());
+    std::fprintf(stderr, "mnddp-data: error: %s\n", mnddp::program_options_message(e).c_str());
     return mnddp::kExitUsage;
   } catch (const std::filesystem::filesystem_error& e) {
     // An output path that cannot be made or replaced (a directory in the way): the user's to fix.

@@ -15,6 +15,7 @@
 #include "config_ini_value.hpp"
 #include "config_table.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/program_options_message.hpp"
 
 namespace mnddp {
 namespace {
@@ -60,7 +61,8 @@ std::string markdown_cell(const std::string& text) {
 
 // Boost messages look like "the argument ('x') for option '--lr' is invalid"; keep them, add where.
 [[noreturn]] void rethrow_as_usage(const po::error& e, const std::string& where) {
-  throw UsageError(where.empty() ? std::string(e.what()) : fmt::format("{}: {}", where, e.what()));
+  const std::string message = program_options_message(e);
+  throw UsageError(where.empty() ? message : fmt::format("{}: {}", where, message));
 }
 
 // An option given twice on the command line is an error, as it is in the INI file: which one was
@@ -91,7 +93,7 @@ void store_environment(const Environment& env, const po::options_description& de
     try {
       po::store(parsed, vm);
     } catch (const po::error& e) {
-      throw UsageError(fmt::format("environment variable {}='{}': {}", key, value, e.what()));
+      throw UsageError(fmt::format("environment variable {}='{}': {}", key, value, program_options_message(e)));
     }
   }
 }

@@ -31,6 +31,7 @@
 #include "mnddp/observe/startup_breakdown.hpp"
 #include "mnddp/observe/trace_merge.hpp"
 #include "mnddp/preemption.hpp"
+#include "mnddp/program_options_message.hpp"
 #include "mnddp/runtime.hpp"
 #include "mnddp/train/checkpoint_evaluation.hpp"
 #include "mnddp/train/determinism.hpp"
@@ -295,7 +296,7 @@ int main(int argc, char** argv) {
       h5_silence_default_errors();
       return export_command({args.begin() + 1, args.end()});
     } catch (const boost::program_options::error& e) {
-      std::fprintf(stderr, "mnddp: error: export: %s\n", e.what());
+      std::fprintf(stderr, "mnddp: error: export: %s\n", program_options_message(e).c_str());
       return kExitUsage;
     } catch (const Error& e) {
       std::fprintf(stderr, "mnddp: error: %s\n", e.what());

@@ -12,7 +12,8 @@
 
 namespace mnddp {
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// GCC only: clang does not clone function templates (its build, the fuzz one, scans without AVX2).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MNDDP_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
 #else
 #define MNDDP_AVX2_CLONE

@@ -29,6 +29,7 @@
 #include "mnddp/error.hpp"
 #include "mnddp/exit_codes.hpp"
 #include "mnddp/log.hpp"
+#include "mnddp/program_options_message.hpp"
 #include "mnddp/task/task.hpp"
 #include "mnddp/train/device.hpp"
 #include "mnddp/watchdog.hpp"
@@ -63,7 +64,7 @@ PreflightOptions take_preflight_options(std::vector<std::string>& args) {
     po::notify(values);
     args = po::collect_unrecognized(parsed.options, po::include_positional);
   } catch (const po::error& e) {  // names the option and the value: "the argument ('x') for option ..."
-    throw UsageError(fmt::format("mnddp preflight: {}", e.what()));
+    throw UsageError(fmt::format("mnddp preflight: {}", program_options_message(e)));
   }
   if (options.link_mb <= 0 || options.link_mb > 4096)
     throw UsageError(fmt::format("mnddp preflight: --link-mb {:g} is outside (0, 4096]", options.link_mb));

@@ -12,6 +12,7 @@
 
 #include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/program_options_message.hpp"
 
 namespace mnddp {
 namespace {
@@ -48,8 +49,8 @@ std::int64_t accumulation_of(const CheckpointOrigin& origin, const std::string& 
     po::store(po::parse_config_file(text, wanted, /*allow_unregistered=*/true), values);
     po::notify(values);
   } catch (const po::error& error) {
-    throw UsageError(
-        fmt::format("--resume '{}': its stored config does not tell its --grad-accum-steps ({})", path, error.what()));
+    throw UsageError(fmt::format("--resume '{}': its stored config does not tell its --grad-accum-steps ({})", path,
+                                 program_options_message(error)));
   }
   if (accum < 1)
     throw UsageError(fmt::format("--resume '{}': its stored config has --grad-accum-steps {}", path, accum));

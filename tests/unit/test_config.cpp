@@ -181,6 +181,17 @@ TEST(Config, ValuesThatAnIniLineCannotHoldAreQuoted) {
             "--x-name: the quoted value \"a\\qb\" has an unknown escape \\q (known: \\\\ \\\" \\n \\r \\t \\xHH)");
 }
 
+// Boost formats its messages by replacing %tokens% until none is left: a value holding one looped
+// for ever (found by fuzz_config). The message quotes the value as given, at once.
+TEST(Config, AValueHoldingAPlaceholderIsQuotedNotExpandedForEver) {
+  EXPECT_EQ(usage_error_of({"--lr=%value%"}), "the argument ('%value%') for option '--lr' is invalid");
+  EXPECT_EQ(usage_error_of({"--batch-size", "%canonical_option% %prefix%"}),
+            "the argument ('%canonical_option% %prefix%') for option '--batch-size' is invalid");
+  EXPECT_EQ(usage_error_of({}, {{"MNDDP_EPOCHS", "%value%%value%"}}),
+            "environment variable MNDDP_EPOCHS='%value%%value%': the argument ('%value%%value%') for option "
+            "'epochs' is invalid");
+}
+
 TEST(Config, HelpIsGrouped) {
   const std::string help = mnddp::help_text();
   for (const char* group :
