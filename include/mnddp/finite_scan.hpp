@@ -13,7 +13,8 @@
 namespace mnddp {
 
 // GCC only: clang does not clone function templates (its build, the fuzz one, scans without AVX2).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under ThreadSanitizer: the clone's resolver runs, instrumented, before TSan's runtime is up.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define MNDDP_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
 #else
 #define MNDDP_AVX2_CLONE

@@ -324,7 +324,7 @@ void H5Reader::read_rows(std::span<const std::int64_t> indices, InputForm x_form
     }
     // In pieces that fit in L2, each checked while still there (not a whole batch at the end).
     const bool checked_here = direct && in_place && check_finite;
-    for (std::size_t first = 0, per_piece = std::max<std::size_t>(1, kPieceBytes / row_bytes);
+    for (std::size_t first = 0, per_piece = std::max<std::size_t>(1, kPieceBytes / std::max<std::size_t>(row_bytes, 1));
          direct && first < reads.size(); first += per_piece) {
       const auto piece = std::span(reads).subspan(first, std::min(per_piece, reads.size() - first));
       shard.direct->read(piece);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "mnddp/comm/collective_tracker.hpp"
+#include "mnddp/diagnose/incident_schema.hpp"
 #include "mnddp/run_program.hpp"
 
 namespace mnddp {
@@ -91,9 +92,9 @@ std::string rank_line(int rank, const std::map<int, json>& by_rank, const json& 
   if (cause == "request") cause = fmt::format("asked by rank {}", r.value("origin", -1));
   std::string channels;
   for (const auto& c : r.value("channels", json::array())) {
-    if (c["open"].is_object())
-      channels += fmt::format("; {}: in {} for {:.1f} s", c.value("channel", ""), describe_call(c["open"]),
-                              c["open"].value("age_s", 0.0));
+    if (field(c, "open").is_object())
+      channels += fmt::format("; {}: in {} for {:.1f} s", c.value("channel", ""), describe_call(field(c, "open")),
+                              field(c, "open").value("age_s", 0.0));
     else
       channels += fmt::format("; {}: {} calls done", c.value("channel", ""), c.value("finished", 0));
   }
@@ -126,9 +127,10 @@ std::string rank_details(const json& r, const std::map<FrameKey, std::string>& n
     for (std::size_t i = history.size() > kCallsShown ? history.size() - kCallsShown : 0; i < history.size(); ++i) {
       const json& call = history[i];
       const double start = call.value("start", 0.0);
-      text += fmt::format(
-          "    {:<50} began {:.3f} s before the record, {}\n", describe_call(call), when - start,
-          call["end"].is_null() ? "still open" : fmt::format("took {:.3f} ms", (call.value("end", 0.0) - start) * 1e3));
+      text += fmt::format("    {:<50} began {:.3f} s before the record, {}\n", describe_call(call), when - start,
+                          field(call, "end").is_null()
+                              ? "still open"
+                              : fmt::format("took {:.3f} ms", (call.value("end", 0.0) - start) * 1e3));
     }
   }
   return text;

@@ -42,8 +42,19 @@ std::atomic<bool> g_configured{false};
 std::atomic<bool> g_written{false};
 // One record written or withdrawn at a time; waited for within a bound, since the writer may be a
 // thread that crashed while writing.
-std::timed_mutex g_write_mutex;
+std::mutex g_write_mutex;
 constexpr auto kWriteWait = std::chrono::seconds(3);
+
+// The lock, if it comes within `wait` (std::timed_mutex would do, but ThreadSanitizer cannot see
+// its pthread_mutex_clocklock and reports every unlock of it).
+std::unique_lock<std::mutex> lock_within(std::mutex& mutex, std::chrono::milliseconds wait) {
+  std::unique_lock lock(mutex, std::try_to_lock);
+  for (const auto give_up = Clock::now() + wait; !lock.owns_lock() && Clock::now() < give_up;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    lock.try_lock();
+  }
+  return lock;
+}
 std::atomic<bool> g_signal_record{false};  // the record written was a `signal` one
 
 // Seconds since the epoch of a steady-clock instant: comparable between the ranks' records (to the
@@ -261,7 +272,7 @@ std::string IncidentRecorder::record_json(const IncidentReport& report, const st
 bool IncidentRecorder::write(const IncidentReport& report, std::chrono::milliseconds stack_wait) {
   if (!enabled()) return false;
   // Held for the whole write, so a withdrawal waits for a record on its way out (never misses it).
-  const std::unique_lock write_lock(g_write_mutex, kWriteWait);
+  const auto write_lock = lock_within(g_write_mutex, kWriteWait);
   if (!write_lock.owns_lock() || g_written.exchange(true)) return false;
   const bool signal = report.cause == IncidentCause::Signal;
   g_signal_record.store(signal);
@@ -276,7 +287,7 @@ bool IncidentRecorder::write(const IncidentReport& report, std::chrono::millisec
 
 void IncidentRecorder::withdraw_signal_record() {
   if (!enabled()) return;
-  const std::unique_lock write_lock(g_write_mutex, kWriteWait);
+  const auto write_lock = lock_within(g_write_mutex, kWriteWait);
   if (!write_lock.owns_lock() || !g_signal_record.exchange(false)) return;
   State& s = state();
   json line;

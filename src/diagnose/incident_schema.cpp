@@ -162,4 +162,11 @@ std::optional<std::string> incident_record_problem(const json& record) {
   return check_elements(record, "", "peers", check_peer);
 }
 
+const json& field(const json& object, const char* key) {
+  static const json null;
+  if (!object.is_object()) return null;
+  const auto found = object.find(key);
+  return found == object.end() ? null : *found;
+}
+
 }  // namespace mnddp

@@ -10,6 +10,7 @@
 
 #include "mnddp/diagnose/incident_command.hpp"
 #include "mnddp/diagnose/incident_details.hpp"
+#include "mnddp/diagnose/incident_schema.hpp"
 
 namespace mnddp {
 namespace {
@@ -34,15 +35,15 @@ struct Call {
 
 // The stuck call: the watchdog's, else the oldest open lockstep call the signalled ranks share.
 std::optional<Call> stuck_call(const std::map<int, json>& by_rank, const json& origin) {
-  if (origin.contains("stuck") && origin["stuck"].is_object())
-    return Call{origin["stuck"].value("channel", ""), origin["stuck"].value("seq", std::uint64_t{0}),
-                origin["stuck"].value("what", "")};
+  if (origin.contains("stuck") && field(origin, "stuck").is_object())
+    return Call{field(origin, "stuck").value("channel", ""), field(origin, "stuck").value("seq", std::uint64_t{0}),
+                field(origin, "stuck").value("what", "")};
   std::optional<Call> oldest;
   double age = -1.0;
   for (const auto& [rank, record] : by_rank) {
     for (const auto& channel : record.value("channels", json::array())) {
-      if (channel.value("pace", "") != "lockstep" || !channel["open"].is_object()) continue;
-      const json& open = channel["open"];
+      if (channel.value("pace", "") != "lockstep" || !field(channel, "open").is_object()) continue;
+      const json& open = field(channel, "open");
       if (open.value("age_s", 0.0) <= age) continue;
       age = open.value("age_s", 0.0);
       oldest = Call{channel.value("channel", ""), open.value("seq", std::uint64_t{0}), describe_call(open)};
@@ -59,7 +60,8 @@ std::string state_of(int rank, const std::map<int, json>& by_rank, const json& o
       const auto started = channel.value("started", std::uint64_t{0});
       const auto finished = channel.value("finished", std::uint64_t{0});
       if (started < call.seq) return "behind";
-      if (channel["open"].is_object() && channel["open"].value("seq", std::uint64_t{0}) == call.seq) return "inside";
+      if (field(channel, "open").is_object() && field(channel, "open").value("seq", std::uint64_t{0}) == call.seq)
+        return "inside";
       if (finished >= call.seq) return "ahead";
       return "inside";
     }
@@ -157,8 +159,9 @@ IncidentVerdict explain_incident(const std::vector<json>& records, bool all_rank
     std::optional<std::pair<int, double>> late;
     if (culprits.empty() && starts.size() == by_rank.size() && starts.size() > 1) {
       const auto [first, last] = std::ranges::minmax_element(starts, {}, [](const auto& s) { return s.second; });
-      const double stuck_for =
-          origin->contains("stuck") && (*origin)["stuck"].is_object() ? (*origin)["stuck"].value("age_s", 0.0) : 0.0;
+      const double stuck_for = origin->contains("stuck") && field(*origin, "stuck").is_object()
+                                   ? field(*origin, "stuck").value("age_s", 0.0)
+                                   : 0.0;
       if (last->second - first->second > 0.5 * stuck_for && stuck_for > 0)
         late = {last->first, last->second - first->second};
     }

@@ -44,7 +44,8 @@ TEST(Activity, InnermostScopeAndTheOneAnErrorLeft) {
     } catch (const std::exception&) {
     }
   }
-  const auto* me = find_me(Activity::snapshot(), "activity test");
+  const auto threads = Activity::snapshot();  // kept: `me` points into it
+  const auto* me = find_me(threads, "activity test");
   ASSERT_NE(me, nullptr);
   EXPECT_EQ(me->what, "");
   EXPECT_EQ(me->unwound, "data wait");
@@ -206,6 +207,17 @@ json record(int rank, const std::string& cause, std::uint64_t started, std::uint
           {"channels", json::array({channel})},
           {"threads",
            json::array({{{"role", "main"}, {"activity", what}, {"activity_s", 61.0}, {"frames", json::array()}}})}};
+}
+
+// Optional fields may be absent, not only null: a channel without "open", a call without "end"
+// (reading them through a const operator[] was a use after free, found by fuzz_incident).
+TEST(IncidentVerdict, RecordsWithoutOptionalFieldsAreExplained) {
+  json r = record(0, "fatal", 5, 5, "forward", {1.0, 2.0});
+  r["channels"][0].erase("open");
+  for (auto& call : r["channels"][0]["history"]) call.erase("end");
+  r.erase("stuck");
+  const auto verdict = explain_incident({r}, /*all_ranks=*/true);
+  EXPECT_NE(verdict.details.find("grad: 5 calls done"), std::string::npos) << verdict.details;
 }
 
 TEST(IncidentVerdict, NamesTheRankThatNeverReachedTheStuckCall) {

@@ -16,4 +16,9 @@ namespace mnddp {
 // expected a string".
 std::optional<std::string> incident_record_problem(const nlohmann::json& record);
 
+// `object`'s field `key`, or null when it has none (or is no object). The readers use it, never
+// operator[] on a const json, which is undefined for a missing key (a use after free, found by
+// fuzz_incident).
+const nlohmann::json& field(const nlohmann::json& object, const char* key);
+
 }  // namespace mnddp
