@@ -134,6 +134,9 @@ void scan_labels(hid_t file, const std::string& path, const std::string& x_name,
                                  x_name, meta.x_shape[0]));
   meta.label_shape.assign(y_shape.begin() + 1, y_shape.end());
   const std::int64_t per_sample = product(meta.label_shape);
+  if (per_sample == 0)
+    throw UsageError(fmt::format("'{}': dataset '{}' has shape {}; each sample's target must hold at least one value",
+                                 path, y_name, shape_text(y_shape)));
   if (integer_labels) {
     std::tie(meta.label_min, meta.label_max) = integer_range(y.get(), path, y_name, y_shape[0], per_sample);
   } else {
@@ -151,6 +154,10 @@ ShardMeta scan_one(const std::string& path, const std::string& x_name, const std
   meta.x_shape = dataset_shape(x.get(), path, x_name);
   if (meta.x_shape.size() < 2)
     throw UsageError(fmt::format("'{}': dataset '{}' has shape {}; it needs at least 2 dimensions [samples, ...]", path,
+                                 x_name, shape_text(meta.x_shape)));
+  // A sample of no values has nothing to train on, and its rows would be empty buffers downstream.
+  if (std::find(meta.x_shape.begin() + 1, meta.x_shape.end(), 0) != meta.x_shape.end())
+    throw UsageError(fmt::format("'{}': dataset '{}' has shape {}; each sample must hold at least one value", path,
                                  x_name, shape_text(meta.x_shape)));
   H5Handle x_type(H5Dget_type(x.get()));
   const auto type = sample_type_of(x_type.get());

@@ -258,6 +258,34 @@ TEST(ScanShards, NonIntegerLabelsAndRankOneInputsAreErrors) {
   EXPECT_NE(message.find(dir.file("flat.h5")), std::string::npos) << message;
 }
 
+// A sample of no values (x shaped [N, 0] or [N, 3, 0]; targets shaped [N, 0]) is refused at the scan,
+// naming the file and the shape: its rows would be empty buffers to every reader and batch downstream
+// (the shard fuzzer's input tests/fuzz/corpus/fuzz_shard/zero-width-rows.h5).
+TEST(ScanShards, SamplesOfNoValuesAreRefused) {
+  TempDir dir("mnddp-scan");
+  for (const std::vector<hsize_t>& shape : {std::vector<hsize_t>{0}, std::vector<hsize_t>{3, 0}}) {
+    ShardSpec spec;
+    spec.sample_shape = shape;
+    write_shard(dir.file("narrow.h5"), spec);
+    const auto message = scan_error({dir.file("narrow.h5")});
+    EXPECT_NE(message.find(dir.file("narrow.h5")), std::string::npos) << message;
+    EXPECT_NE(message.find("at least one value"), std::string::npos) << message;
+  }
+  write_shard(dir.file("narrow_y.h5"), {});
+  {
+    H5Handle file(H5Fopen(dir.file("narrow_y.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    ASSERT_TRUE(file);
+    const double none = 0;
+    testing_support::write_dataset(file.get(), "t", H5T_IEEE_F32LE, {5, 0}, H5T_NATIVE_DOUBLE, &none, false);
+  }
+  try {
+    scan_shards({dir.file("narrow_y.h5")}, "x", "t", LabelKind::Value);
+    ADD_FAILURE() << "scan_shards accepted targets of no values";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("target must hold at least one value"), std::string::npos) << e.what();
+  }
+}
+
 // An empty shard holds nothing to train on: it is skipped (with a warning naming it), and only a
 // data set whose every shard is empty stops the run, naming the file.
 TEST(ScanShards, EmptyShardIsSkippedUnlessEveryShardIsEmpty) {
