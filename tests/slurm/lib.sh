@@ -101,10 +101,15 @@ log_has() { grep -qE -- "$2" "$1" 2>/dev/null; }
 # (Slurm's own 120 s requeue delay normally prevents that; the tests skip the delay).
 steps_gone() { ! pgrep -f "^slurmstepd: \[$1\." >/dev/null; }
 
-# release ID: start a requeued (held by BeginTime) job now instead of in 120 s.
+# release ID: start a requeued (held by BeginTime) job in 2 s instead of in 120 s. Slurm's hold
+# (cred_expire) is what keeps a successor off the nodes until its old incarnation has left them, and
+# skipping it must keep that promise: the old slurmstepd must be gone, and the successor's credential
+# must be issued in a later second than the requeue revoked the old one's. slurmd compares the two in
+# whole seconds (ctime <= revoked: "Job credential revoked"), so a successor started within the
+# requeue's second was killed at once as a non-startable batch job, FAILED 1:0, ending the chain.
 release() {
   wait_until 30 steps_gone "$1" || echo "warning: job $1's old slurmstepd still runs"
-  scontrol update JobId="$1" StartTime=now
+  scontrol update JobId="$1" StartTime=now+2
 }
 
 # expect_job NAME ID STATE EXIT_CODE [RESTARTS]: the ended job's state, exit code "rc:signal" and

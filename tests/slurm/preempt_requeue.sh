@@ -79,6 +79,10 @@ fi
 log=$WORK/early.out
 submit job "${REQUEUE_JOB[@]}" --output="$log" "$SLURM_DIR/train_requeue.sbatch" "${TRAIN[@]}"
 wait_until 60 job_running "$job" || fail "job $job did not start within 60 s"
+# Once the batch shell runs (its first line is logged after its trap): Slurm reports a job RUNNING
+# before slurmd has started the shell, and a signal for a batch step not yet there is lost (then the
+# job trains to its end unwarned, COMPLETED with no restart: seen once).
+wait_until 60 log_has "$log" 'restart 0 \(SLURM_RESTART_COUNT\)' || fail "job $job: no batch shell within 60 s"
 scancel --batch --signal=USR2 "$job"
 if wait_until 90 job_requeued_or_ended "$job" && job_requeued "$job"; then release "$job"; fi
 wait_until 120 job_ended "$job" || fail "job $job did not end within 120 s"
