@@ -34,3 +34,24 @@ mnddp_build() {
   say "building ${*:-everything} ($(nproc) jobs)"
   cmake --build "$MNDDP_BUILD_DIR" -j "$(nproc)" "${targets[@]}" || die "build failed"
 }
+
+# mnddp_build_tests [ctest arguments]: builds what the tests that ctest selects with these arguments
+# need: their own targets when every selected test is one (a unit or MPI test binary), else
+# everything (an end-to-end test runs the programs). No arguments: everything.
+mnddp_build_tests() {
+  (($#)) || { mnddp_build; return; }
+  mnddp_build mnddp_base # configures
+  local tests targets=() name
+  tests=$(cd "$MNDDP_BUILD_DIR" && ctest -N "$@" | sed -n 's/^ *Test *#[0-9]*: \(.*\)$/\1/p' | sed 's/_np[0-9]*$//' | sort -u)
+  local known
+  known=$(ninja -C "$MNDDP_BUILD_DIR" -t targets all | sed 's/: .*//')
+  for name in $tests; do
+    if ! grep -qx -- "$name" <<<"$known"; then
+      mnddp_build
+      return
+    fi
+    targets+=("$name")
+  done
+  ((${#targets[@]})) && mnddp_build "${targets[@]}"
+  return 0
+}

@@ -11,10 +11,7 @@ export MNDDP_BUILD_DIR="${MNDDP_TSAN_BUILD_DIR:-$MNDDP_ROOT/build-tsan}"
 # No CUDA (the driver's threads are uninstrumented), the system allocator (TSan replaces malloc).
 export MNDDP_CMAKE_ARGS="-DMNDDP_SANITIZE=thread -DMNDDP_HOST_ALLOCATOR=system -DMNDDP_WITH_CUDA=OFF \
 -DMNDDP_USE_PCH=OFF ${MNDDP_CMAKE_ARGS:-}"
-mnddp_build mnddp_base  # configures; the test targets follow from the test list
-mapfile -t targets < <(cd "$MNDDP_BUILD_DIR" && ctest -N -L torch-free | sed -n 's/^ *Test *#[0-9]*: \(.*\)$/\1/p' |
-  sed 's/_np[0-9]*$//' | sort -u)
-mnddp_build "${targets[@]}"
+mnddp_build_tests -L torch-free "$@"
 mnddp_mpi_env
 # Open MPI's memory hooks rewrite munmap and brk, which TSan intercepts too; its plugins stay loaded
 # so that a suppression naming one still matches at the end.
