@@ -2,9 +2,14 @@
 // thread) and the synthetic dataset writer, on small shards from tests/support/h5_fixtures.hpp.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "h5_fixtures.hpp"
 #include "mnddp/data/h5_reader.hpp"
@@ -13,6 +18,7 @@
 #include "mnddp/data/synth.hpp"
 #include "mnddp/data/transforms.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/h5/h5_handle.hpp"
 #include "test_support.hpp"
 
 namespace mnddp {
@@ -51,6 +57,45 @@ TEST(Loader, DeliversEveryBatchInOrderWithAShortLastBatch) {
   }
   EXPECT_EQ(seen, order);
   EXPECT_FALSE(loader.next().has_value());
+}
+
+// An asynchronous checkpoint commit holds hdf5_mutex() across its collective MPI-IO waits (HDF5 1.10 is
+// not thread-safe: every call into it holds the one lock, and a collective write waits inside HDF5
+// for the slowest rank). The loader must not stall behind it: once a shard is open and its chunks
+// located, rows come from pread (contiguous and unfiltered chunks, and gzip chunks decoded by mnddp)
+// and labels from the copy read at open, with no HDF5 call.
+TEST(Loader, ReadsWhileACommitHoldsTheHdf5Lock) {
+  TempDir dir("mnddp-loader");
+  ShardSpec contiguous;
+  contiguous.count = 7;
+  ShardSpec gzip;
+  gzip.first = 7;
+  gzip.count = 40;  // 20 chunks of 2 rows: more than the decoded-chunk cache keeps, so they are read again
+  gzip.gzip_chunks = true;
+  H5Reader reader(testing_support::two_shards(dir, contiguous, gzip, "plain.h5", "gzip.h5"));
+  std::vector<std::int64_t> order(47);
+  std::iota(order.begin(), order.end(), 0);
+  const auto read_all = [&] {
+    std::vector<std::int64_t> ids;
+    Loader loader(reader, order, 4, 2);
+    while (auto batch = loader.next()) ids.insert(ids.end(), batch->ids.begin(), batch->ids.end());
+    return ids;
+  };
+  ASSERT_EQ(read_all(), order);  // opens both shards and locates their chunks
+
+  std::atomic<bool> held{false}, release{false};
+  std::thread commit([&] {
+    std::lock_guard lock(hdf5_mutex());
+    held = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (!held) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto reading = std::async(std::launch::async, read_all);
+  const bool done = reading.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  release = true;
+  commit.join();
+  EXPECT_TRUE(done) << "the loader waited for the HDF5 lock";
+  EXPECT_EQ(reading.get(), order);
 }
 
 TEST(Loader, StoppingEarlyDoesNotHang) {
