@@ -16,6 +16,10 @@ endif()
 if(MNDDP_SANITIZE)
   add_compile_options(-fsanitize=${MNDDP_SANITIZE} -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${MNDDP_SANITIZE})
+  # Undefined behaviour ends the process: a finding is a failing test, not a line in a log.
+  if(MNDDP_SANITIZE MATCHES "undefined")
+    add_compile_options(-fno-sanitize-recover=undefined)
+  endif()
   message(STATUS "mnddp: building with -fsanitize=${MNDDP_SANITIZE}")
 endif()
 

@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# The test suite under AddressSanitizer, in a build tree of its own (build-asan): everything but the
-# Slurm, GPU and style tests. Slow (an ASan build of the torch code takes a while on 2 cores), so it
-# is a separate job, not part of scripts/test.sh.
-# Usage: scripts/asan.sh [ctest arguments, e.g. -R reducer]
+# The test suite under AddressSanitizer and UndefinedBehaviorSanitizer together (one instrumented
+# build, build-asan, as LLVM's and Chromium's ASan+UBSan builds): everything but the Slurm, GPU and
+# style tests. Slow (an instrumented build of the torch code takes a while on 2 cores), so it is a
+# separate job; CI runs a short subset (scripts/sanitizers_ci.sh).
+# Usage: scripts/asan.sh [ctest arguments, e.g. -R reducer]: with arguments, only what the selected
+# tests need is built.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 bash "$MNDDP_ROOT/scripts/setup.sh"
 export MNDDP_BUILD_DIR="${MNDDP_ASAN_BUILD_DIR:-$MNDDP_ROOT/build-asan}"
-export MNDDP_CMAKE_ARGS="-DMNDDP_SANITIZE=address ${MNDDP_CMAKE_ARGS:-}"
-mnddp_build
+export MNDDP_CMAKE_ARGS="-DMNDDP_SANITIZE=address,undefined ${MNDDP_CMAKE_ARGS:-}"
+mnddp_build_tests -LE "slurm|gpu|style" "$@"
 mnddp_mpi_env
-# Leaks: Open MPI, PMIx, HDF5 and LibTorch keep process-lifetime allocations (tests/asan/lsan.supp);
-# ours must be clean. Errors abort the process, so a finding is a failing test, not a log line.
-# Suppressions match by library, so allocation stacks must be complete (the libraries have no frame
-# pointers: slow unwinding) and Open MPI's and PMIx's plugins must stay loaded until the leak check.
+# Leaks: Open MPI, PMIx, HDF5 and LibTorch keep process-lifetime allocations (tests/asan/lsan.supp
+# names each, torch's by frame); ours must be clean. Errors abort the process, so a finding is a
+# failing test, not a log line. Allocation stacks must be complete for a frame to match (the
+# libraries have no frame pointers: slow unwinding), and Open MPI's and PMIx's plugins must stay
+# loaded until the leak check.
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:halt_on_error=1:detect_odr_violation=0:fast_unwind_on_malloc=0:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
 export OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
 # The end-to-end tests' deadlines (a hang check) stretch: an instrumented run starts ~5x slower.
 export MNDDP_TEST_TIME_SCALE="${MNDDP_TEST_TIME_SCALE:-4}"
