@@ -124,11 +124,14 @@ void Runtime::abort_all(const std::string& reason, int exit_code) {
   }
   std::fprintf(stderr, "[%s] mnddp: fatal: %s\n", identity.c_str(), reason.c_str());
   std::fflush(stderr);
-  // This rank's incident record, then the others' (unless an incident already wrote them).
+  // This rank's incident record (unless one is written already), then the others'. A rank whose
+  // record another rank asked for asks too: its MPI_Abort would otherwise end the job while a slower
+  // rank still writes the record the first one waits for.
   IncidentReport report;
   report.reason = reason;
   report.exit_code = exit_code;
-  if (IncidentRecorder::write(report)) IncidentRecorder::ask_peers(reason, exit_code);
+  IncidentRecorder::write(report);
+  if (IncidentRecorder::written()) IncidentRecorder::ask_peers(reason, exit_code);
   if (IncidentRecorder::written()) {
     std::fprintf(stderr, "[%s] mnddp: %s\n", identity.c_str(), IncidentRecorder::pointer().c_str());
     std::fflush(stderr);

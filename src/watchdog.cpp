@@ -276,7 +276,7 @@ void Watchdog::no_progress_abort(double idle) {
   report.cause = IncidentCause::Timeout;
   report.reason = summary;
   report.exit_code = kExitHang;
-  if (IncidentRecorder::write(report)) ask_for_incident_records(summary, kExitHang);
+  IncidentRecorder::write(report);  // abort_all asks the others for theirs
   Runtime::abort_all(summary, kExitHang);
 }
 
@@ -358,7 +358,7 @@ void Watchdog::diagnose_and_abort(const std::string& channel, std::uint64_t seq,
                                          : "inside",
                             reply.started, reply.finished, reply.idle_s, reply.text});
   }
-  if (IncidentRecorder::write(report)) ask_for_incident_records(summary, kExitHang);
+  IncidentRecorder::write(report);  // abort_all asks the others for theirs
   Runtime::abort_all(summary, kExitHang);
 }
 

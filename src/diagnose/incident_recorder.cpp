@@ -314,6 +314,10 @@ void IncidentRecorder::set_peer_request(PeerRequest request) {
 }
 
 void IncidentRecorder::ask_peers(const std::string& reason, int exit_code) {
+  // Once per rank: every rank that ends the job asks, and a second round would only wait again for
+  // the ranks that are gone.
+  static std::atomic<bool> asked{false};
+  if (asked.exchange(true)) return;
   std::shared_lock in_use(peer_request_mutex());
   PeerRequest request;
   {

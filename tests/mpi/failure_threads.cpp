@@ -11,8 +11,12 @@
 //           watchdog (2 s) ends every rank with exit 4 and a record from each.
 //   error   rank 1's loader throws before batch 5: rank 1 ends the job through abort_all (exit 1)
 //           while rank 0 waits in the allreduce, a record from each.
+//   stall   every rank enters a call at step 5 that never finishes; the last rank writes its pid to
+//           DIR/stalled.pid there, so the driver can freeze it as a rank too slow to answer (a loaded node):
+//           the watchdogs end the job with exit 4 and a record from each rank, the frozen one's too.
 //   verify  one rank: the newest checkpoint in DIR/ckpt verifies (exit 0), or none does (exit 1).
 #include <mpi.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -28,6 +32,7 @@
 #include "mnddp/ckpt/checkpoint_file.hpp"
 #include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/ckpt/resume_from.hpp"
+#include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/data/h5_reader.hpp"
 #include "mnddp/data/loader.hpp"
@@ -52,6 +57,21 @@ constexpr std::int64_t kParameters = 4096;
 
 [[noreturn]] void block_for_ever() {
   while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+// Inside a tracked call that never finishes, as a stuck network leaves every rank.
+[[noreturn]] void stall(const RankInfo& rank, const std::string& dir) {
+  static CollectiveTracker channel("stalled");
+  channel.begin("allreduce", sizeof(float), std::string("the stalled call"));
+  if (rank.rank == rank.world_size - 1) {
+    const std::string pid_file = dir + "/stalled.pid";
+    if (std::FILE* file = std::fopen((pid_file + ".tmp").c_str(), "w")) {
+      std::fprintf(file, "%d\n", static_cast<int>(::getpid()));
+      std::fclose(file);
+      fs::rename(pid_file + ".tmp", pid_file);  // whole, or not there
+    }
+  }
+  block_for_ever();
 }
 
 // Rank 0 writes the shards; every rank scans them (collective) and reads its own stride.
@@ -97,6 +117,7 @@ int train(Runtime& runtime, const std::string& mode, const std::string& dir, std
     progress::note();
     float sum = std::accumulate(batch->x.begin(), batch->x.end(), 0.0f);
     if (mode == "hang" && rank.rank == 1 && step == kFaultStep) block_for_ever();
+    if (mode == "stall" && step == kFaultStep) stall(rank, dir);
     world.allreduce(&sum, 1, DType::F32, ReduceOp::Sum);
     for (auto& p : parameters) p += sum * 1e-6f;
     if (step % 2 == 0) {
@@ -135,8 +156,8 @@ int main(int argc, char** argv) {
   std::optional<Runtime> runtime;
   std::optional<Watchdog> watchdog;  // destroyed before the runtime finalizes MPI
   const std::string mode = argc > 2 ? argv[1] : "";
-  if (mode != "clean" && mode != "hang" && mode != "error" && mode != "verify") {
-    std::fprintf(stderr, "usage: test_failure_threads clean|hang|error|verify DIR [STEPS]\n");
+  if (mode != "clean" && mode != "hang" && mode != "error" && mode != "stall" && mode != "verify") {
+    std::fprintf(stderr, "usage: test_failure_threads clean|hang|error|stall|verify DIR [STEPS]\n");
     return kExitUsage;
   }
   const std::string dir = argv[2];

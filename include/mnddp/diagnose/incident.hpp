@@ -83,7 +83,8 @@ class IncidentRecorder {
   static void withdraw_signal_record();
 
   // How this rank asks the others to write theirs: the watchdog installs it (its channel answers even
-  // while a rank's main thread is stuck). Returns once they have, or after its bounded wait.
+  // while a rank's main thread is stuck). Returns once they have, or after its bounded wait; asks
+  // once per process, a later call returns at once.
   using PeerRequest = std::function<void(const std::string& reason, int exit_code)>;
   static void set_peer_request(PeerRequest request);
   static void ask_peers(const std::string& reason, int exit_code);
