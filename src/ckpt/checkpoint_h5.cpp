@@ -1,8 +1,10 @@
 // The HDF5 side of checkpoint files: types, attributes, checksums.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "checkpoint_h5.hpp"
@@ -114,6 +116,38 @@ void select_flat_range(hid_t space, const std::vector<std::int64_t>& shape, std:
   add_boxes(space, shape, prefix, first, first + count, any);
 }
 
+namespace {
+
+// What a crafted file can claim beyond its bytes, refused before a read sizes anything from it: an
+// element type wider than the dtype (HDF5 1.10 then allocates a conversion buffer of one element, 2 GB
+// for a 2 GB integer type), or a contiguous array's shape larger than its stored bytes (mnddp writes
+// every array contiguous and allocated, so the two agree in a file it wrote).
+void check_stored_size(const OpenArray& out, const std::string& file_path, const std::string& array) {
+  H5Handle type(H5Dget_type(out.dataset.get()));
+  MNDDP_H5_CHECK(type.get());
+  const std::size_t element = H5Tget_size(type.get());
+  if (element != dtype_size(out.dtype))
+    throw CorruptCheckpoint(fmt::format("checkpoint '{}': array '{}' stores {}-byte elements, but its dtype {} has {}",
+                                        file_path, array, element, dtype_name(out.dtype), dtype_size(out.dtype)));
+  hsize_t bytes = element;
+  for (const hsize_t d : out.dims) {
+    if (d != 0 && bytes > std::numeric_limits<hsize_t>::max() / d)
+      throw CorruptCheckpoint(fmt::format("checkpoint '{}': array '{}' has a shape too large to address: {}", file_path,
+                                          array, fmt::join(out.dims, " x ")));
+    bytes *= d;
+  }
+  // Chunked arrays (another writer's, compressed) hold what their filters make of the shape.
+  H5Handle create(H5Dget_create_plist(out.dataset.get()));
+  MNDDP_H5_CHECK(create.get());
+  if (H5Pget_layout(create.get()) != H5D_CONTIGUOUS) return;
+  const hsize_t stored = H5Dget_storage_size(out.dataset.get());
+  if (stored != bytes)
+    throw CorruptCheckpoint(fmt::format("checkpoint '{}': array '{}' holds {} bytes, but its shape ({}) needs {}",
+                                        file_path, array, stored, fmt::join(out.dims, " x "), bytes));
+}
+
+}  // namespace
+
 OpenArray open_array(hid_t file, const std::string& file_path, const std::string& array, bool missing_is_corrupt) {
   OpenArray out;
   out.dataset = H5Handle(H5Dopen2(file, array.c_str(), H5P_DEFAULT));
@@ -133,6 +167,7 @@ OpenArray open_array(hid_t file, const std::string& file_path, const std::string
   MNDDP_H5_CHECK(rank_count);
   out.dims.resize(static_cast<std::size_t>(rank_count));
   if (rank_count > 0) MNDDP_H5_CHECK(H5Sget_simple_extent_dims(out.space.get(), out.dims.data(), nullptr));
+  check_stored_size(out, file_path, array);
   return out;
 }
 
