@@ -20,6 +20,7 @@ namespace mnddp {
 
 namespace {
 
+constexpr std::size_t kWidestLabelBytes = 16;
 constexpr std::int64_t kScanBlock = std::int64_t{1} << 20;  // values read at a time: bounded memory
 
 std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
@@ -129,6 +130,13 @@ void scan_labels(hid_t file, const std::string& path, const std::string& x_name,
     throw UsageError(fmt::format(
         "'{}': dataset '{}' must be a numeric array of targets shaped [samples] or [samples, k], found {} {}", path,
         y_name, h5_type_name(y_type.get()), shape_text(y_shape)));
+  // HDF5 converts one whole element at a time: a crafted 2 GB integer type costs a 2 GB buffer.
+  // No number numpy writes is wider than 16 bytes (np.longdouble).
+  if (H5Tget_size(y_type.get()) > kWidestLabelBytes)
+    throw UsageError(
+        fmt::format("'{}': dataset '{}' has {}-byte elements; labels and targets must be numbers of at "
+                    "most {} bytes",
+                    path, y_name, H5Tget_size(y_type.get()), kWidestLabelBytes));
   if (y_shape[0] != meta.x_shape[0])
     throw UsageError(fmt::format("'{}': dataset '{}' has {} labels but '{}' has {} samples", path, y_name, y_shape[0],
                                  x_name, meta.x_shape[0]));
