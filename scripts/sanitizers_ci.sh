@@ -9,9 +9,11 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 seconds=${1:-10}
 
-# Threads, the incident file, the checkpoint directory's files, the configuration round trip, shard
-# reading: where a failure path meets a thread, a file or input a user wrote.
-subset='^(test_failure_threads|test_incident|test_guarded_thread|test_checkpoint_directory_np2|test_h5_reader|test_loader)$'
+# Threads, the incident file, the checkpoint directory's files, what a checkpoint or shard claims,
+# shard reading: where a failure path meets a thread, a file or input a user wrote. (The configuration
+# parser is fuzz_config's, under both sanitizers.)
+subset='^(test_failure_threads|test_incident|test_guarded_thread|test_checkpoint_directory_np2|test_h5_reader|'
+subset+='test_loader|test_checkpoint_claims|test_shard_claims)$'
 say "sanitizers: fuzzing each harness ${seconds} s"
 bash "$MNDDP_ROOT/scripts/fuzz.sh" "$seconds"
 say "sanitizers: ASan + UBSan subset"
