@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,10 +52,18 @@ struct LinkJudgement {
   double ring_median_gbps = 0.0, ring_min_gbps = 0.0;
   int ring_min_rank = -1;
   double pair_median_same_host = 0.0, pair_median_cross_host = 0.0;
+  int passes = 1;  // 2 when some links looked slow and were measured again
 };
 
 // `hosts`: each rank's host (node name). Pure: the unit tests feed it made-up samples.
 LinkJudgement judge_links(const std::vector<LinkSample>& samples, const std::vector<std::string>& hosts,
                           std::size_t bytes, double slow_fraction);
+
+// Judges `measure()`'s samples, and when some links look slow measures every link once more and
+// judges each by its faster time: a link that met a passing stall (a loaded node, another job's
+// burst) is fast the second time, a slow link is slow again. `measure` is collective; every rank
+// holds the same samples, so every rank decides alike whether to measure again.
+LinkJudgement judge_links_twice(const std::function<std::vector<LinkSample>()>& measure,
+                                const std::vector<std::string>& hosts, std::size_t bytes, double slow_fraction);
 
 }  // namespace mnddp
