@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite under AddressSanitizer and UndefinedBehaviorSanitizer together (one instrumented
-# build, build-asan, as LLVM's and Chromium's ASan+UBSan builds): everything but the Slurm, GPU and
-# style tests. Slow (an instrumented build of the torch code takes a while on 2 cores), so it is a
+# build, build-asan, as LLVM's and Chromium's ASan+UBSan builds): everything but the Slurm, GPU,
+# style and device tests (the device bundle packs this build's binaries: instrumented, they are over
+# the size a device call carries). Slow (an instrumented build of the torch code takes a while on 2 cores), so it is a
 # separate job; CI runs a short subset (scripts/sanitizers_ci.sh).
 # Usage: scripts/asan.sh [ctest arguments, e.g. -R reducer]: with arguments, only what the selected
 # tests need is built.
@@ -11,7 +12,7 @@ source "$(dirname "$0")/common.sh"
 bash "$MNDDP_ROOT/scripts/setup.sh"
 export MNDDP_BUILD_DIR="${MNDDP_ASAN_BUILD_DIR:-$MNDDP_ROOT/build-asan}"
 export MNDDP_CMAKE_ARGS="-DMNDDP_SANITIZE=address,undefined ${MNDDP_CMAKE_ARGS:-}"
-mnddp_build_tests -LE "slurm|gpu|style" "$@"
+mnddp_build_tests -LE "slurm|gpu|style|device" "$@"
 mnddp_mpi_env
 # Leaks: Open MPI, PMIx, HDF5 and LibTorch keep process-lifetime allocations (tests/asan/lsan.supp
 # names each, torch's by frame); ours must be clean. Errors abort the process, so a finding is a
@@ -25,4 +26,4 @@ export OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component
 export MNDDP_TEST_TIME_SCALE="${MNDDP_TEST_TIME_SCALE:-4}"
 export LSAN_OPTIONS="suppressions=$MNDDP_ROOT/tests/asan/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}"
 cd "$MNDDP_BUILD_DIR"
-ctest --output-on-failure --no-tests=error -j "$(nproc)" --timeout 1200 -LE "slurm|gpu|style" "$@"
+ctest --output-on-failure --no-tests=error -j "$(nproc)" --timeout 1200 -LE "slurm|gpu|style|device" "$@"
