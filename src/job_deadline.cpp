@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <regex>
 
@@ -168,19 +169,24 @@ std::optional<JobEnd> find_job_end(const DeadlineRequest& request, const Environ
     return JobEnd{request.seconds, fmt::format("--deadline {}", format_deadline(request))};
   const auto job = env_value(env, "SLURM_JOB_ID");
   if (!job || job->empty() || job->find_first_not_of("0123456789_") != std::string::npos) return std::nullopt;
-  auto left = [&](std::time_t end) { return static_cast<double>(end - now); };
+  auto left = [&](std::time_t end) { return static_cast<double>(end) - static_cast<double>(now); };
+  // An end further away than --deadline accepts (10 years, ahead or, for a garbled year, behind) is
+  // no deadline: counted in the clock's nanoseconds it would overflow.
+  auto within_reach = [&](std::time_t end) { return std::abs(left(end)) <= kLongestDeadline; };
   // squeue and scontrol see a time limit changed after the start; the environment does not.
   if (const auto end = parse_slurm_time(run({"squeue", "-h", "-j", *job, "-o", "%e"})))
-    return JobEnd{left(*end), "squeue"};
+    return within_reach(*end) ? std::optional(JobEnd{left(*end), "squeue"}) : std::nullopt;
   const std::string shown = run({"scontrol", "show", "job", *job});
   if (const auto at = shown.find("EndTime="); at != std::string::npos) {
     const auto from = at + 8;
     const auto to = shown.find_first_of(" \t\r\n", from);
     if (const auto end = parse_slurm_time(shown.substr(from, to == std::string::npos ? to : to - from)))
-      return JobEnd{left(*end), "scontrol"};
+      return within_reach(*end) ? std::optional(JobEnd{left(*end), "scontrol"}) : std::nullopt;
   }
   if (const auto end = env_int(env, "SLURM_JOB_END_TIME"); end && *end > 0)
-    return JobEnd{left(static_cast<std::time_t>(*end)), "SLURM_JOB_END_TIME"};
+    return within_reach(static_cast<std::time_t>(*end))
+               ? std::optional(JobEnd{left(static_cast<std::time_t>(*end)), "SLURM_JOB_END_TIME"})
+               : std::nullopt;
   return std::nullopt;
 }
 

@@ -140,7 +140,9 @@ bool Checkpointer::deadline_near(Clock::time_point now) {
   }
   // Another step, then a checkpoint that may take half as long again as the longest so far.
   const double needed = options_.deadline_margin_s + 1.5 * commit + 2.0 * longest_step_s_;
-  return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(needed)) >= *deadline_;
+  // In seconds, not clock ticks: a --deadline-margin of 1e300 s is a valid option value, and casting it
+  // to the clock's nanoseconds would overflow (undefined; it wrapped to a deadline in the past).
+  return needed >= std::chrono::duration<double>(*deadline_ - now).count();
 }
 
 void Checkpointer::report_validation(std::int64_t step, double value) {

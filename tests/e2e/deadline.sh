@@ -35,6 +35,16 @@ else
   fail "resume after the deadline: rc $RC: $(cat "$WORK/cmp" 2>/dev/null)"$'\n'"$OUT$ERR"
 fi
 
+# A margin larger than any clock (1e300 s is a valid value): the end is near from the first step.
+# Counted in clock ticks, the margin overflowed and the deadline was never near: the run trained on.
+run_mpi 2 60 "${BASE[@]}" --checkpoint-dir "$WORK/huge" --metrics-file "" --deadline 1h --deadline-margin 1e300
+CASES=$((CASES + 1))
+if [ "$RC" = 3 ] && grep -q "the job's end is near (--deadline): checkpointed at step 1; exiting with code 3" <<<"$OUT"; then
+  pass "--deadline-margin 1e300: checkpointed at step 1 and exited with code 3"
+else
+  fail "--deadline-margin 1e300: rc $RC"$'\n'"$OUT$ERR"
+fi
+
 # Refused values name the option.
 run_mpi 2 20 "${BASE[@]}" --deadline 1h30
 expect_usage_error "--deadline 1h30" "--deadline: '1h30' is not auto, none or a duration from 1 s to 10 years"

@@ -114,6 +114,12 @@ TEST(JobDeadline, SlurmEndFromSqueueThenScontrolThenTheEnvironment) {
   // No time limit (squeue says NONE, scontrol Unknown), or not under Slurm: no deadline.
   EXPECT_FALSE(find_job_end({}, {{"SLURM_JOB_ID", "42"}}, answer("NONE\n", "EndTime=Unknown"), now));
   EXPECT_FALSE(find_job_end({}, {}, answer("2026-12-02T15:30:00", ""), now));
+  // An end beyond --deadline's 10 years, ahead or behind, is no deadline (Slurm can print a far
+  // year for no limit; in nanoseconds such an end would overflow the clock).
+  EXPECT_FALSE(find_job_end({}, slurm, answer("9999-12-31T23:59:59", ""), now));
+  EXPECT_FALSE(find_job_end({}, slurm, answer("", "EndTime=0000-01-01T00:00:00"), now));
+  EXPECT_FALSE(find_job_end({}, {{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_END_TIME", "99999999999999"}},
+                            answer("", ""), now));
   // An explicit duration wins; none is none.
   end = find_job_end(parse_deadline("20m"), slurm, answer("2026-12-02T15:30:00", ""), now);
   ASSERT_TRUE(end);
