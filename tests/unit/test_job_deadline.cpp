@@ -118,8 +118,8 @@ TEST(JobDeadline, SlurmEndFromSqueueThenScontrolThenTheEnvironment) {
   // year for no limit; in nanoseconds such an end would overflow the clock).
   EXPECT_FALSE(find_job_end({}, slurm, answer("9999-12-31T23:59:59", ""), now));
   EXPECT_FALSE(find_job_end({}, slurm, answer("", "EndTime=0000-01-01T00:00:00"), now));
-  EXPECT_FALSE(find_job_end({}, {{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_END_TIME", "99999999999999"}},
-                            answer("", ""), now));
+  EXPECT_FALSE(
+      find_job_end({}, {{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_END_TIME", "99999999999999"}}, answer("", ""), now));
   // An explicit duration wins; none is none.
   end = find_job_end(parse_deadline("20m"), slurm, answer("2026-12-02T15:30:00", ""), now);
   ASSERT_TRUE(end);
