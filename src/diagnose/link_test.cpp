@@ -35,18 +35,24 @@ double time_round(Communicator& comm, MpiComm& control, const void* send, void* 
   control.barrier();  // every pair of the round starts together, as in training
   // One untimed transfer first: it pays for connecting (transports connect on first use). The
   // injected slow rank then waits before each transfer: at least `slow_delay_s`, and `slow_factor`
-  // times that first transfer (so that the slowness stands out of a loaded machine's noise).
-  const auto warm_up = Clock::now();
-  comm.send_receive(send, to, recv, from, options.bytes);
-  const double first = std::chrono::duration<double>(Clock::now() - warm_up).count();
-  const double delay =
-      comm.rank() == options.slow_rank ? std::max(options.slow_delay_s, options.slow_factor * first) : 0.0;
-  std::vector<double> times;
-  for (int i = 0; i < options.repeats; ++i) {
-    if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+  // times the longest transfer of the round so far, so that it stays that much slower however the
+  // machine's load changes within the round. (A delay fixed from the first transfer alone did not:
+  // with the load up, 1 MiB took 0.1 s within a node, the 0.2 s delay made its pair only 3x slower,
+  // and the slow rank went unblamed.)
+  const bool slow = comm.rank() == options.slow_rank;
+  auto transfer = [&] {
     const auto begin = Clock::now();
     comm.send_receive(send, to, recv, from, options.bytes);
-    times.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
+    return std::chrono::duration<double>(Clock::now() - begin).count();
+  };
+  double longest = transfer();
+  std::vector<double> times;
+  for (int i = 0; i < options.repeats; ++i) {
+    if (slow)
+      std::this_thread::sleep_for(
+          std::chrono::duration<double>(std::max(options.slow_delay_s, options.slow_factor * longest)));
+    times.push_back(transfer());
+    longest = std::max(longest, times.back());
   }
   return median(times);
 }

@@ -23,7 +23,7 @@ struct LinkTestOptions {
   int pair_rounds = 16;           // hypercube dimensions at most: k = 1, 2, 4, ... below the world size
   int slow_rank = -1;             // testing aid: this rank waits before each of its transfers,
   double slow_delay_s = 0.2;      // at least this long,
-  double slow_factor = 10.0;      // and this many times its untimed first transfer
+  double slow_factor = 10.0;      // and this many times its longest transfer of the round so far
 };
 
 struct LinkSample {
