@@ -83,6 +83,27 @@ std::map<int, double> call_starts(const std::map<int, json>& by_rank, const Call
   return starts;
 }
 
+// The lockstep call a rank is inside on another channel than `call`'s, when another rank with a
+// record has already finished it: the rank waits there on a peer that left it half done (a rank that
+// died in the middle of it, typically), so it is a waiter, not a rank that never came.
+std::optional<Call> waiting_elsewhere(int rank, const std::map<int, json>& by_rank, const Call& call) {
+  const auto it = by_rank.find(rank);
+  if (it == by_rank.end()) return std::nullopt;
+  for (const auto& channel : it->second.value("channels", json::array())) {
+    const std::string name = channel.value("channel", "");
+    if (name == call.channel || channel.value("pace", "") != "lockstep" || !field(channel, "open").is_object())
+      continue;
+    const std::uint64_t seq = field(channel, "open").value("seq", std::uint64_t{0});
+    for (const auto& [other, record] : by_rank) {
+      if (other == rank) continue;
+      for (const auto& theirs : record.value("channels", json::array()))
+        if (theirs.value("channel", "") == name && theirs.value("finished", std::uint64_t{0}) >= seq)
+          return Call{name, seq, describe_call(field(channel, "open"))};
+    }
+  }
+  return std::nullopt;
+}
+
 std::string ranks_text(const std::vector<int>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
 }
@@ -127,11 +148,16 @@ IncidentVerdict explain_incident(const std::vector<json>& records, bool all_rank
     v.verdict = fmt::format("every rank stopped at step {}: {}", step, origin->value("reason", ""));
   } else if (const auto call = stuck_call(by_rank, *origin)) {
     std::vector<int> inside, culprits;
-    std::vector<std::string> parts;
+    std::vector<std::string> parts, elsewhere;
     for (int r = 0; r < world; ++r) {
       const std::string state = state_of(r, by_rank, *origin, *call);
       if (state == "inside" || state == "ahead") {
         inside.push_back(r);
+        continue;
+      }
+      if (const auto other = waiting_elsewhere(r, by_rank, *call)) {
+        elsewhere.push_back(fmt::format("rank {} waited in #{} ({}) on the {} channel, which other ranks finished", r,
+                                        other->seq, other->what, other->channel));
         continue;
       }
       culprits.push_back(r);
@@ -171,11 +197,13 @@ IncidentVerdict explain_incident(const std::vector<json>& records, bool all_rank
           "rank {} entered {} {:.2f} s after the first rank, past --collective-timeout: a slow rank, not a hung one; "
           "when asked it was {}",
           late->first, call->what, late->second, doing(by_rank.at(late->first)));
-    } else if (culprits.empty())
+    } else if (culprits.empty() && elsewhere.empty())
       v.verdict = fmt::format("every rank is inside {} on the {} channel at step {}: a stuck network or device{}",
                               call->what, call->channel, step, ended);
-    else
+    else {
+      parts.insert(parts.end(), elsewhere.begin(), elsewhere.end());
       v.verdict = fmt::format("{}; {}{}", fmt::join(parts, "; "), waiting, ended);
+    }
   } else {
     v.verdict = fmt::format("rank {} wrote the first record ({}) at step {}: {}", origin_rank, cause, step,
                             origin->value("reason", ""));

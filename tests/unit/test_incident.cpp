@@ -239,6 +239,38 @@ TEST(IncidentVerdict, ARankThatWroteNothingIsTheOneTheOthersWaitedFor) {
   EXPECT_NE(v.verdict.find("the launcher then ended the job (why)"), std::string::npos) << v.verdict;
 }
 
+// Rank 1 was killed in the middle of a gradient all-reduce (#12 on "grad"): rank 2 had its share
+// and went on to the metrics all-reduce (#47 on "mpi"), while rank 0 still waited in #12 for rank
+// 1's. Rank 0 is a waiter, not a rank that never came to #47 (as the verdict once said, under load).
+TEST(IncidentVerdict, ARankLeftWaitingInACallTheOthersFinishedIsNoCulprit) {
+  auto with_channels = [](json r, std::uint64_t metrics_started, std::uint64_t grad_finished, double metrics_age) {
+    json grad = r["channels"][0];
+    grad["started"] = 12;
+    grad["finished"] = grad_finished;
+    grad["open"] = nullptr;
+    if (grad_finished < 12)
+      grad["open"] = {{"seq", 12}, {"op", "allreduce"}, {"bytes", 4096}, {"label", "bucket 0"}, {"age_s", 5.0}};
+    json metrics = r["channels"][0];
+    metrics["channel"] = "mpi";
+    metrics["started"] = metrics_started;
+    metrics["finished"] = 46;
+    metrics["open"] = nullptr;
+    if (metrics_started > 46)
+      metrics["open"] = {
+          {"seq", 47}, {"op", "allreduce"}, {"bytes", 176}, {"label", "metrics"}, {"age_s", metrics_age}};
+    r["channels"] = json::array({grad, metrics});
+    return r;
+  };
+  const auto v = explain_incident({with_channels(record(0, "signal", 0, 0, "exposed comm"), 46, 11, 0.0),
+                                   with_channels(record(2, "signal", 0, 0, "exposed comm"), 47, 12, 6.0)});
+  EXPECT_EQ(v.culprits, std::vector<int>{1});
+  EXPECT_EQ(v.verdict,
+            "rank 1 wrote no record: it died (killed, or crashed without a trace), or is stuck with signals blocked, "
+            "or was still computing when the launcher ended the job; rank 0 waited in #12 (allreduce #12 (4.0 KB, "
+            "bucket 0)) on the grad channel, which other ranks finished; rank 2 waited in #47 on the mpi channel; "
+            "the launcher then ended the job (why)");
+}
+
 TEST(IncidentVerdict, WithdrawnRecordsAreNoIncident) {
   // A SIGTERM that was a preemption, while the ranks waited in a slow collective: the run then
   // checkpointed and ended as it should, and each rank withdrew its record.
