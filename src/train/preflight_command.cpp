@@ -156,8 +156,8 @@ int preflight_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::str
           "Exit code 0 when fit, 5 otherwise, with the nodes to leave out as --exclude=NODES.\n"
           "  --link-mb MB         bytes per transfer of the link test (default 16)\n"
           "  --slow-below F       a link is slow under F times the median of its kind (default 0.5)\n"
-          "  --inject-slow-rank R testing aid: rank R waits before each transfer (0.2 s, or\n"
-          "                       ten times its first transfer if longer)\n");
+          "  --inject-slow-rank R testing aid: rank R waits before each transfer (0.5 s, or\n"
+          "                       ten times its longest transfer of the round if longer)\n");
     return kExitOk;
   }
   PreflightOptions options;

@@ -182,7 +182,7 @@ refused "min-lr above lr" "--min-lr: must not exceed --lr (got min-lr 0.05, lr 0
 # An option given twice (run_mpi merges repeats, so this one calls mnddp directly).
 merge_options --threads 1 "${GOOD[@]}"
 RC=0
-timeout --kill-after=5 10 "$MPIEXEC" -np 2 --oversubscribe "$MNDDP_BIN" train "${MERGED[@]}" --hidden 32 \
+timeout --kill-after=5 $((10 * ${MNDDP_TEST_TIME_SCALE:-1})) "$MPIEXEC" -np 2 --oversubscribe "$MNDDP_BIN" train "${MERGED[@]}" --hidden 32 \
   >"$WORK/out" 2>"$WORK/err" || RC=$?
 OUT=$(cat "$WORK/out")
 ERR=$(cat "$WORK/err")

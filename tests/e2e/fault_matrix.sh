@@ -16,7 +16,7 @@ STEP=12
 BASE=(--train-data "$WORK/data/train_*.h5" --val-data "" --batch-size 8 --max-steps 40 --log-interval 1
   --metrics-file "" --collective-timeout "$TIMEOUT")
 # A hang with no collective open (one rank) is found by the progress check: the timeout and its grace.
-DEADLINE=$((TIMEOUT + 15 + 15))
+DEADLINE=$((TIMEOUT + 15 + 15 * ${MNDDP_TEST_TIME_SCALE:-1}))
 
 state_options() {
   case $1 in

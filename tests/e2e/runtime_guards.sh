@@ -15,7 +15,7 @@ fi
 
 # Each of 2 singletons believes it is alone while Slurm says 4 tasks.
 for i in 0 1; do
-  SLURM_NTASKS=4 SLURM_STEP_ID=0 SLURM_PROCID=$i timeout 10 "$MNDDP_BIN" train "${DATA[@]}" >/dev/null 2>"$WORK/pmi$i" &
+  SLURM_NTASKS=4 SLURM_STEP_ID=0 SLURM_PROCID=$i timeout $((10 * ${MNDDP_TEST_TIME_SCALE:-1})) "$MNDDP_BIN" train "${DATA[@]}" >/dev/null 2>"$WORK/pmi$i" &
 done
 wait
 RC=0

@@ -64,7 +64,8 @@ TEST(LinkRounds, TheSlowRankStandsOutWhenTheLoadRisesAfterTheFirstTransfer) {
   options.bytes = 64u << 10;
   options.repeats = 3;  // the default: the median of three
   options.slow_rank = 3;
-  options.slow_factor = 5;  // (10 in preflight) a shorter test, as far from the threshold
+  options.slow_factor = 5;     // (10 in preflight) a shorter test, as far from the threshold
+  options.slow_delay_s = 0.2;  // the floor alone (0.5 s by default) would hide what is tested here
   // 4 ranks: the ring, then the pairs r^1 (within a node) and r^2 (across).
   RisingLoad comm(/*rounds=*/3, options.repeats, /*extra_s=*/0.12);
   MpiComm control;

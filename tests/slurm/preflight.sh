@@ -9,7 +9,7 @@ ARGS=("${DATA[@]}" --batch-size 8 --epochs 1 --hidden 32)
 # The cluster's two nodes share this host's two cores, and other tests may run beside this one: a
 # transfer can stall for a few milliseconds. The fit runs use 16 MiB transfers (the default), which
 # such a stall cannot make five times slower (with 1 MiB, 0.3 ms within a node, CI saw one 13x);
-# the slow run uses 1 MiB against the injected rank's 0.2 s waits.
+# the slow run uses 1 MiB against the injected rank's waits of 0.5 s or more.
 export MNDDP_PREFLIGHT=1
 
 log=$WORK/fit.out

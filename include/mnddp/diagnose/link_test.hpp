@@ -22,7 +22,7 @@ struct LinkTestOptions {
   int repeats = 3;                // transfers per round; the median counts
   int pair_rounds = 16;           // hypercube dimensions at most: k = 1, 2, 4, ... below the world size
   int slow_rank = -1;             // testing aid: this rank waits before each of its transfers,
-  double slow_delay_s = 0.2;      // at least this long,
+  double slow_delay_s = 0.5;      // at least this long (far above a loaded machine's transfer),
   double slow_factor = 10.0;      // and this many times its longest transfer of the round so far
 };
 
