@@ -32,8 +32,11 @@ failed_fast() {
   fi
 }
 
-# 1. A NaN in train_002.h5, which only its owner reads.
-"$MNDDP_PYTHON" - "$WORK/data/train_002.h5" <<'PY'
+# 1. A NaN in a copy of train_002.h5, which only its owner reads. A copy: the later cases train on
+# every shard, and a fast run reached the NaN sample before its kill (exit 2 instead of the kill).
+cp -r "$WORK/data" "$WORK/bad-data"
+BAD_DATA=(--train-data "$WORK/bad-data/train_*.h5" --val-data "$WORK/bad-data/val_*.h5")
+"$MNDDP_PYTHON" - "$WORK/bad-data/train_002.h5" <<'PY'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r+") as f:
     x = f["x"][5]
@@ -41,7 +44,8 @@ with h5py.File(sys.argv[1], "r+") as f:
     f["x"][5] = x
 PY
 log=$WORK/nan.out
-submit job "${JOB[@]}" --output="$log" "$SLURM_DIR/train.sbatch" "${TRAIN[@]}" --partition shard --shuffle-buffer 64
+merge_options "${TRAIN[@]}" "${BAD_DATA[@]}" --partition shard --shuffle-buffer 64
+submit job "${JOB[@]}" --output="$log" "$SLURM_DIR/train.sbatch" "${MERGED[@]}"
 wait_until 120 log_has "$log" 'mnddp: fatal:' || fail "bad data: no 'mnddp: fatal:' within 120 s"
 started=$SECONDS
 if failed_fast "a rank reading bad data" "$job" "$log" "$started"; then
