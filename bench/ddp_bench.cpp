@@ -25,8 +25,8 @@
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/ddp/ddp.hpp"
 #include "mnddp/model/models.hpp"
-#include "mnddp/train/fused_adamw.hpp"
-#include "mnddp/train/fused_sgd.hpp"
+#include "mnddp/optim/fused_adamw.hpp"
+#include "mnddp/optim/fused_sgd.hpp"
 #include "mnddp/train/gradient_check.hpp"
 
 #include "bench_util.hpp"

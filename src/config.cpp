@@ -186,6 +186,18 @@ void validate(const TrainingConfig& config) {
   if (config.steps_per_run > 0 && config.checkpoint_dir.empty())
     throw UsageError(fmt::format("--steps-per-run {}: needs --checkpoint-dir, or the next run could not continue",
                                  config.steps_per_run));
+  if (!config.local_checkpoint_dir.empty() && config.checkpoint_dir.empty())
+    throw UsageError(
+        fmt::format("--local-checkpoint-dir '{}': needs --checkpoint-dir (the node-local level is a "
+                    "fast copy in front of it, which every run can be resumed from)",
+                    config.local_checkpoint_dir));
+  if (config.local_checkpoint_dir.empty() != (config.local_checkpoint_interval == 0))
+    throw UsageError(config.local_checkpoint_dir.empty()
+                         ? fmt::format("--local-checkpoint-interval {}: needs --local-checkpoint-dir",
+                                       config.local_checkpoint_interval)
+                         : fmt::format("--local-checkpoint-dir '{}': needs --local-checkpoint-interval (steps "
+                                       "between node-local checkpoints)",
+                                       config.local_checkpoint_dir));
   if (config.nesterov && config.optimizer != OptimizerKind::Sgd)
     throw UsageError(fmt::format("--nesterov: only --optimizer sgd has Nesterov momentum (got --optimizer {})",
                                  choice_name(config.optimizer)));

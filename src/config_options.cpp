@@ -200,6 +200,19 @@ std::vector<OptionSpec> build_table() {
         "and step so far is added",
         at_least(0.0));
 
+  t.add("local-checkpoint-dir", &C::local_checkpoint_dir,
+        "node-local directory (the same path on every node: /dev/shm/..., a local disk) for frequent checkpoints "
+        "that survive a lost process or node: each node keeps the last complete one (with --zero, each rank's "
+        "shares also on the next node), and a restarted run restores from it in seconds; needs checkpoint-dir, "
+        "which then gets every checkpoint-interval-th step from the same snapshot; empty: off",
+        any_text());
+  t.add("local-checkpoint-interval", &C::local_checkpoint_interval,
+        "node-local checkpoint every this many steps (needs local-checkpoint-dir); 0: none", at_least<std::int64_t>(0));
+  t.add("mtbf", &C::mtbf_hours,
+        "the job's mean time between failures in hours, for the end-of-run advice on checkpoint intervals "
+        "(Young and Daly: sqrt(2 x checkpoint cost x MTBF))",
+        greater_than(0.0));
+
   t.group("Logging");
   t.add("log-interval", &C::log_interval, "log and record metrics every this many steps", at_least<std::int64_t>(1));
   t.add("metrics-file", &C::metrics_file, "JSON-lines metrics written by rank 0; empty: off", any_text());

@@ -106,6 +106,10 @@ struct TrainingConfig {
   std::vector<int> preempt_signals = {SIGUSR2, SIGTERM};  // checkpoint and exit with code 3 on these
   DeadlineRequest deadline;       // auto: the Slurm job's end; none; or a duration from the start
   double deadline_margin = 30.0;  // seconds the last checkpoint must end before the deadline
+  // The node-local level (docs/CHECKPOINT_FORMAT.md): the same path on every node; empty: off.
+  std::string local_checkpoint_dir;
+  std::int64_t local_checkpoint_interval = 0;  // steps between node-local checkpoints
+  double mtbf_hours = 24.0;  // the job's mean time between failures, for the summary's interval advice
 
   // --- logging ---
   std::int64_t log_interval = 10;                // steps

@@ -16,16 +16,23 @@ AsyncCheckpointer::~AsyncCheckpointer() {
 }
 
 void AsyncCheckpointer::start(std::int64_t step, std::uint64_t expected_bytes, Write write, Done done) {
+  run([this, step, expected_bytes, write = std::move(write), done = std::move(done)](MpiComm& comm) {
+    done(manager_.save(step, expected_bytes, write, comm));
+  });
+}
+
+void AsyncCheckpointer::run(Job job) {
   wait();
-  thread_ = std::thread([this, step, expected_bytes, write = std::move(write), done = std::move(done)] {
+  running_ = true;
+  thread_ = std::thread([this, job = std::move(job)] {
     try {
       bind_rank_device();  // nothing here should touch CUDA, but if anything does, on our device
       timeline::name_this_thread("checkpoint writer", /*shared=*/true);  // one commit at a time: one track
-      const std::string path = manager_.save(step, expected_bytes, write, comm_);
-      done(path);
+      job(comm_);
     } catch (...) {
       failure_ = std::current_exception();
     }
+    running_ = false;
   });
 }
 

@@ -246,6 +246,19 @@ std::string CheckpointReader::attribute(const std::string& name) const {
   return read_string_attribute(impl_->file.get(), name);
 }
 
+std::vector<std::string> CheckpointReader::attribute_names() const {
+  std::lock_guard lock(hdf5_mutex());
+  std::vector<std::string> names;
+  auto collect = [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
+    static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+    return 0;
+  };
+  if (H5Aiterate2(impl_->file.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names) < 0)
+    throw CorruptCheckpoint(
+        fmt::format("checkpoint '{}': its attributes cannot be listed: {}", path_, h5_take_error()));
+  return names;
+}
+
 bool CheckpointReader::has_array(const std::string& path) const {
   std::lock_guard lock(hdf5_mutex());
   return H5Lexists(impl_->file.get(), path.c_str(), H5P_DEFAULT) > 0 &&

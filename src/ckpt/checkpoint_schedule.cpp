@@ -5,7 +5,11 @@ namespace mnddp {
 
 CheckpointSchedule::CheckpointSchedule(CheckpointScheduleOptions options, std::int64_t start_step,
                                        Clock::time_point now)
-    : options_(options), start_step_(start_step), last_saved_step_(start_step), last_save_time_(now) {}
+    : options_(options),
+      start_step_(start_step),
+      last_saved_step_(start_step),
+      last_local_step_(start_step),
+      last_save_time_(now) {}
 
 bool CheckpointSchedule::time_due(Clock::time_point now) const {
   return options_.enabled && options_.minutes > 0 &&
@@ -25,10 +29,17 @@ CheckpointDecision CheckpointSchedule::decide(std::int64_t step, const AgreedFla
   const bool final_state = last && step != last_saved_step_;
   decision.save =
       (interval || flags.time_due || decision.preempted || budget_spent || final_state) && step != last_saved_step_;
+  // Counted from the last local checkpoint, not by step % interval: one that waited for a busy
+  // writer is taken at the first step after, and the next one counts from there.
+  const bool local_due = options_.local_interval > 0 && step - last_local_step_ >= options_.local_interval &&
+                         !flags.writer_busy && step != last_local_step_;
+  decision.save_local = options_.local_interval > 0 && (decision.save || local_due);
   return decision;
 }
 
-void CheckpointSchedule::saved(std::int64_t step, Clock::time_point now) {
+void CheckpointSchedule::saved(std::int64_t step, Clock::time_point now, bool local) {
+  last_local_step_ = step;
+  if (local) return;
   last_saved_step_ = step;
   last_save_time_ = now;
 }

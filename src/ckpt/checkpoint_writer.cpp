@@ -78,10 +78,17 @@ ParallelCheckpointWriter::ParallelCheckpointWriter(Communicator& agreement, MPI_
   MNDDP_MPI_CHECK(MPI_Comm_rank(comm, &impl_->rank));
   MNDDP_MPI_CHECK(MPI_Comm_size(comm, &impl_->size));
   H5Handle access(H5Pcreate(H5P_FILE_ACCESS));
-  MNDDP_H5_CHECK(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL));
-  // Metadata is read and written collectively: one rank touches the file system for it, not N.
-  MNDDP_H5_CHECK(H5Pset_all_coll_metadata_ops(access.get(), true));
-  MNDDP_H5_CHECK(H5Pset_coll_metadata_write(access.get(), true));
+  // A writer alone (the node-local level's files) needs no MPI-IO: HDF5's POSIX driver creates and
+  // closes a file in a fraction of the time ompio takes to set one up. Same format either way.
+  const bool alone = impl_->size == 1;
+  if (alone) {
+    MNDDP_H5_CHECK(H5Pset_fapl_sec2(access.get()));
+  } else {
+    MNDDP_H5_CHECK(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL));
+    // Metadata is read and written collectively: one rank touches the file system for it, not N.
+    MNDDP_H5_CHECK(H5Pset_all_coll_metadata_ops(access.get(), true));
+    MNDDP_H5_CHECK(H5Pset_coll_metadata_write(access.get(), true));
+  }
   // Large arrays start on 1 MiB boundaries (a typical parallel file system stripe).
   MNDDP_H5_CHECK(H5Pset_alignment(access.get(), 1 << 20, 1 << 20));
 #if H5_VERSION_GE(1, 10, 7)
@@ -91,11 +98,13 @@ ParallelCheckpointWriter::ParallelCheckpointWriter(Communicator& agreement, MPI_
       H5Fcreate(path.c_str(), create == Create::Exclusive ? H5F_ACC_EXCL : H5F_ACC_TRUNC, H5P_DEFAULT, access.get()));
   if (!impl_->file) throw UsageError(fmt::format("--checkpoint-dir: cannot create '{}': {}", path, h5_take_error()));
   impl_->transfer = H5Handle(H5Pcreate(H5P_DATASET_XFER));
-  MNDDP_H5_CHECK(H5Pset_dxpl_mpio(impl_->transfer.get(), H5FD_MPIO_INDEPENDENT));
-  // Collective calls, independent transfers: each rank's share is one contiguous range, so the
-  // two-phase aggregation of collective buffering only adds a shuffle (Open MPI's OMPIO wrote 4x
-  // slower with it; docs/BENCHMARKS.md).
-  MNDDP_H5_CHECK(H5Pset_dxpl_mpio_collective_opt(impl_->transfer.get(), H5FD_MPIO_INDIVIDUAL_IO));
+  if (!alone) {
+    MNDDP_H5_CHECK(H5Pset_dxpl_mpio(impl_->transfer.get(), H5FD_MPIO_INDEPENDENT));
+    // Collective calls, independent transfers: each rank's share is one contiguous range, so the
+    // two-phase aggregation of collective buffering only adds a shuffle (Open MPI's OMPIO wrote 4x
+    // slower with it; docs/BENCHMARKS.md).
+    MNDDP_H5_CHECK(H5Pset_dxpl_mpio_collective_opt(impl_->transfer.get(), H5FD_MPIO_INDIVIDUAL_IO));
+  }
   impl_->link_create = H5Handle(H5Pcreate(H5P_LINK_CREATE));
   MNDDP_H5_CHECK(H5Pset_create_intermediate_group(impl_->link_create.get(), 1));
   // Contiguous, allocated at creation, never filled: the writes cover every byte.

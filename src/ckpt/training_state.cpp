@@ -18,9 +18,9 @@
 #include "mnddp/ckpt/array_tensor.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
-#include "mnddp/train/device_gated_optimizer.hpp"
-#include "mnddp/train/lamb.hpp"
-#include "mnddp/train/lars.hpp"
+#include "mnddp/optim/device_gated_optimizer.hpp"
+#include "mnddp/optim/lamb.hpp"
+#include "mnddp/optim/lars.hpp"
 
 namespace mnddp {
 namespace {
@@ -244,40 +244,6 @@ StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, 
   broadcast_string(comm, created, 0);
   attribute("created", created);
   return snapshot;
-}
-
-void write_snapshot(ParallelCheckpointWriter& writer, const StateSnapshot& snapshot) {
-  for (const auto& [path, host] : snapshot.arrays) {
-    ArrayView view;
-    view.path = path;
-    view.dtype = to_comm_dtype(host.scalar_type());
-    view.shape.assign(host.sizes().begin(), host.sizes().end());
-    view.data = host.data_ptr();
-    writer.write(view);
-  }
-  for (const auto& share : snapshot.shares) {
-    ArrayShare part;
-    part.path = share.path;
-    part.dtype = to_comm_dtype(share.values.scalar_type());
-    part.shape = share.shape;
-    part.first = share.first;
-    part.count = share.values.numel();
-    part.data = share.values.data_ptr();
-    writer.write_share(part);
-  }
-  for (const auto& [name, value] : snapshot.attributes) writer.set_attribute(name, value);
-}
-
-std::uint64_t StateSnapshot::bytes() const {
-  std::uint64_t total = 0;
-  for (const auto& array : arrays) total += array.tensor.nbytes();
-  // A share's array is written whole (by every rank together): its size is the file's.
-  for (const auto& share : shares) {
-    std::int64_t values = 1;
-    for (auto d : share.shape) values *= d;
-    total += static_cast<std::uint64_t>(values) * share.values.element_size();
-  }
-  return total;
 }
 
 CheckpointOrigin read_checkpoint_origin(const std::string& path, Communicator& comm) {

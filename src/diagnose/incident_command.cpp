@@ -2,6 +2,7 @@
 #include "mnddp/diagnose/incident_command.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <fstream>
@@ -45,20 +46,24 @@ std::vector<nlohmann::json> read_incident_records(const std::string& path, const
 
 int incident_command(const std::vector<std::string>& args) {
   std::string path, run;
-  bool all = false;
+  bool all = false, culprit_ranks = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
       std::printf(
-          "Usage: mnddp incident FILE [--run ID] [--all]\n\n"
+          "Usage: mnddp incident FILE [--run ID] [--all] [--culprit-ranks]\n\n"
           "Explains a failed job from its incident file (--incident-file, default incident.jsonl): one verdict\n"
           "line (which rank, in which collective, doing what, for how long), then every rank's state, and the\n"
           "threads, stacks and last collectives of the ranks the verdict names.\n"
           "  --run ID  the run to explain (the file keeps every run's incidents; default: the latest)\n"
-          "  --all     details for every rank\n");
+          "  --all     details for every rank\n"
+          "  --culprit-ranks  print only the ranks the verdict names, on one line (for job scripts:\n"
+          "                   slurm/train_resilient.sbatch leaves their nodes out of the next launch)\n");
       return kExitOk;
     }
     if (args[i] == "--all") {
       all = true;
+    } else if (args[i] == "--culprit-ranks") {
+      culprit_ranks = true;
     } else if (args[i] == "--run" && i + 1 < args.size()) {
       run = args[++i];
     } else if (args[i].starts_with("-") || !path.empty()) {
@@ -70,6 +75,10 @@ int incident_command(const std::vector<std::string>& args) {
   if (path.empty()) throw UsageError("mnddp incident: FILE is needed (the job's --incident-file)");
   const auto records = read_incident_records(path, run);
   const IncidentVerdict verdict = explain_incident(records, all);
+  if (culprit_ranks) {
+    std::printf("%s\n", fmt::format("{}", fmt::join(verdict.culprits, " ")).c_str());
+    return kExitOk;
+  }
   std::printf("incident %s: %zu record(s)\nverdict: %s\n\n%s", records.front().value("incident", "").c_str(),
               records.size(), verdict.verdict.c_str(), verdict.details.c_str());
   return kExitOk;

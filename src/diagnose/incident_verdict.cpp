@@ -104,6 +104,9 @@ std::optional<Call> waiting_elsewhere(int rank, const std::map<int, json>& by_ra
   return std::nullopt;
 }
 
+// How check_mpi (error.cpp) words a failed MPI call: "MPI call MPI_Allreduce(...) failed: ...".
+constexpr std::string_view kMpiFailurePrefix = "MPI call ";
+
 std::string ranks_text(const std::vector<int>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
 }
@@ -140,7 +143,17 @@ IncidentVerdict explain_incident(const std::vector<json>& records, bool all_rank
   for (int r = 0; r < world; ++r)
     if (!by_rank.contains(r)) missing.push_back(r);
 
-  if (cause == "crash" || cause == "fatal") {
+  // A rank whose MPI call failed while others wrote nothing failed because they were gone (UCX's
+  // "Endpoint timeout" when a peer's node vanished): the silent ones are the culprits, not it.
+  const std::string reason = origin->value("reason", "");
+  if (cause == "fatal" && reason.starts_with(kMpiFailurePrefix) && !missing.empty()) {
+    v.culprits = missing;
+    v.verdict = fmt::format(
+        "{} wrote no record: {} (killed, crashed without a trace, or lost with {} node); rank {}'s MPI call failed "
+        "talking to {} at step {} while {}: {}",
+        ranks_text(missing), missing.size() > 1 ? "they died" : "it died", missing.size() > 1 ? "their" : "its",
+        origin_rank, missing.size() > 1 ? "them" : "it", step, doing(*origin), reason);
+  } else if (cause == "crash" || cause == "fatal") {
     v.culprits = {origin_rank};
     v.verdict = fmt::format("rank {} {} at step {} while {}: {}", origin_rank, cause == "crash" ? "crashed" : "failed",
                             step, doing(*origin), origin->value("reason", ""));
@@ -172,7 +185,6 @@ IncidentVerdict explain_incident(const std::vector<json>& records, bool all_rank
                         cause == "signal" ? ", or was still computing when the launcher ended the job" : ""));
     }
     v.culprits = culprits;
-    const std::string reason = origin->value("reason", "");
     const std::string ended =
         cause == "signal" ? fmt::format("; the launcher then ended the job ({})", reason.substr(0, reason.find(' ')))
                           : "";
@@ -208,7 +220,7 @@ IncidentVerdict explain_incident(const std::vector<json>& records, bool all_rank
     v.verdict = fmt::format("rank {} wrote the first record ({}) at step {}: {}", origin_rank, cause, step,
                             origin->value("reason", ""));
   }
-  if (!missing.empty() && cause != "signal" && cause != "timeout")
+  if (!missing.empty() && cause != "signal" && cause != "timeout" && v.culprits != missing)
     v.verdict += fmt::format(" ({} wrote no record)", ranks_text(missing));
 
   std::vector<int> shown = all_ranks ? std::vector<int>{} : v.culprits;

@@ -200,6 +200,9 @@ std::string RunSummary::table(const Figures& f, const RunOutcome& outcome) const
                      outcome.best_checkpoint.empty() ? "" : fmt::format("; best: {}", outcome.best_checkpoint));
   else if (!outputs_.checkpoint_dir.empty())
     t += fmt::format("  checkpoints    none written by this run (in {})\n", outputs_.checkpoint_dir);
+  const std::string advice = checkpoint_advice_text(outcome.checkpoint_costs, outputs_.mtbf_hours, f.step,
+                                                    outputs_.local_checkpoint_interval, outputs_.checkpoint_interval);
+  if (!advice.empty()) t += fmt::format("  interval       {}\n", advice);
   if (!outputs_.metrics_file.empty())
     t += fmt::format("  metrics        {} (this table too: kind \"summary\")\n", outputs_.metrics_file);
   if (!outputs_.tensorboard_dir.empty())
@@ -250,6 +253,17 @@ std::string RunSummary::record(const Figures& f, const RunOutcome& outcome) cons
                       {"startup_s", f.startup},
                       {"startup_slowest_rank", f.slowest_startup},
                       {"last_checkpoint", outcome.last_checkpoint}};
+  const auto level_record = [&](const CheckpointCosts::Level& level) {
+    const IntervalAdvice advice = advise_interval(level, outputs_.mtbf_hours, f.step);
+    return nlohmann::json{{"count", level.count},
+                          {"blocked_s", level.blocked_s},
+                          {"commit_s", level.commit_s},
+                          {"advised_interval_s", advice.seconds},
+                          {"advised_interval_steps", advice.steps}};
+  };
+  j["checkpoints"] = {{"mtbf_h", outputs_.mtbf_hours},
+                      {"local", level_record(outcome.checkpoint_costs.local)},
+                      {"file_system", level_record(outcome.checkpoint_costs.file_system)}};
   for (std::size_t p = 0; p < kStepPhaseCount; ++p) {
     std::string key(phase_name(static_cast<StepPhase>(p)));
     std::replace(key.begin(), key.end(), ' ', '_');

@@ -47,7 +47,11 @@ Checkpointer::Checkpointer(CheckpointerOptions options, MpiComm& control, const 
       schedule_(options_.schedule, 0, Clock::now()) {
   if (options_.directory.empty()) return;
   manager_ = std::make_unique<CheckpointManager>(options_.directory, options_.keep_last, control_);
+  if (!options_.local.directory.empty()) local_ = std::make_unique<LocalLevel>(options_.local, control_.handle());
   if (options_.async) async_ = std::make_unique<AsyncCheckpointer>(*manager_, control_.handle());
+  // The node-local level writes on a thread of its own, so that a slow file-system commit in flight
+  // never holds back the next local checkpoint (SCR drains beside its fast level the same way).
+  if (options_.async && local_) local_writer_ = std::make_unique<AsyncCheckpointer>(*manager_, control_.handle());
   // Rank 0 asks Slurm once; every rank counts down from the same answer on its own clock.
   double left = std::nan("");
   if (control_.is_root())
@@ -68,15 +72,17 @@ Checkpointer::Checkpointer(CheckpointerOptions options, MpiComm& control, const 
 }
 
 Checkpointer::~Checkpointer() {
-  // The commit's `done` runs on the writer thread and writes members declared after async_: the
-  // writer must end before any of them goes (an exception unwinding with a commit in flight freed
-  // them first). Its own failure, if any, is not the error that is on its way.
-  if (!async_) return;
-  try {
-    async_->wait();
-  } catch (...) {
+  // The commits' `done` runs on the writer threads and writes members declared after them: the
+  // writers must end before any of them goes (an exception unwinding with a commit in flight freed
+  // them first). Their own failures, if any, are not the error that is on its way.
+  for (auto* writer : {&local_writer_, &async_}) {
+    if (!*writer) continue;
+    try {
+      (*writer)->wait();
+    } catch (...) {
+    }
+    writer->reset();
   }
-  async_.reset();
 }
 
 Checkpointer::Resumed Checkpointer::resume(const TrainingStateRefs& state, const std::string& path) {
@@ -106,17 +112,20 @@ CheckpointDecision Checkpointer::after_step(const TrainingPosition& position, bo
   if (!last) {
     // One small all-reduce per step: every rank sees the signal and the clock as rank-wide maxima.
     const auto now = Clock::now();
-    std::int64_t raised[3] = {preemption_requested() ? 1 : 0, schedule_.time_due(now) ? 1 : 0,
-                              deadline_near(now) ? 1 : 0};
-    control_.allreduce(raised, 3, DType::I64, ReduceOp::Max);
-    flags = {raised[0] != 0, raised[1] != 0, raised[2] != 0};
+    std::int64_t raised[4] = {preemption_requested() ? 1 : 0, schedule_.time_due(now) ? 1 : 0,
+                              deadline_near(now) ? 1 : 0, local_writer_ && local_writer_->running() ? 1 : 0};
+    control_.allreduce(raised, 4, DType::I64, ReduceOp::Max);
+    flags = {raised[0] != 0, raised[1] != 0, raised[2] != 0, raised[3] != 0};
   }
   const CheckpointDecision decision = schedule_.decide(position.step, flags, last);
   if (decision.deadline && control_.is_root())
     spdlog::warn("the job ends in {:.0f} s ({}): checkpointing step {} now, while it still fits",
                  std::chrono::duration<double>(*deadline_ - Clock::now()).count(), deadline_source_, position.step);
   const bool keep_best = new_best_.has_value();
-  if (decision.save || keep_best) save(position, state, /*wait=*/decision.stop || last);
+  if (decision.save || keep_best)
+    save(position, state, /*wait=*/decision.stop || last, /*to_file_system=*/true);
+  else if (decision.save_local)
+    save(position, state, /*wait=*/false, /*to_file_system=*/false);
   if (last) wait();  // the last commit, and its verdict
   if ((decision.stop || last) && control_.is_root())
     write_stop_reason(options_.directory,
@@ -164,16 +173,24 @@ std::string Checkpointer::best_written() const {
   return best_written_;
 }
 
+CheckpointCosts Checkpointer::costs() const {
+  std::lock_guard lock(written_mutex_);
+  return costs_;
+}
+
 void Checkpointer::wait() {
+  if (local_writer_) local_writer_->wait();
   if (async_) async_->wait();
 }
 
-void Checkpointer::save(const TrainingPosition& given, const TrainingStateRefs& state, bool wait) {
+void Checkpointer::save(const TrainingPosition& given, const TrainingStateRefs& state, bool wait, bool to_file_system) {
   const auto started = Clock::now();
   TrainingPosition position = given;
   before_save_(position);
   const bool background = async_ != nullptr;
-  if (background) async_->wait();  // one commit at a time; a failed one is reported here
+  // One commit at a time per level; a failed one is reported here.
+  if (local_writer_) local_writer_->wait();
+  if (background && to_file_system) async_->wait();
   std::shared_ptr<const StateSnapshot> snapshot;
   {
     const timeline::ScopedSpan span("checkpoint", timeline::enabled()
@@ -183,37 +200,78 @@ void Checkpointer::save(const TrainingPosition& given, const TrainingStateRefs& 
         take_snapshot(control_, state, position, options_.config_ini, /*copy=*/background));
   }
   const std::int64_t step = position.step;
-  // Runs on the writing thread when asynchronous: it touches the snapshot and the fault hooks only.
-  auto write = [this, snapshot, step](ParallelCheckpointWriter& writer) {
-    faults_.before_checkpoint_write(step, options_.directory);
-    write_snapshot(writer, *snapshot);
-    faults_.after_checkpoint_arrays(step);
-  };
-  std::optional<double> best = std::exchange(new_best_, std::nullopt);
-  auto done = [this, step, started, background, best](const std::string& path) {
-    faults_.after_checkpoint_commit(step, path);
-    std::string best_path;
-    if (best && control_.is_root()) {
-      best_path = manager_->keep_as_best(path, options_.keep_best, *best, step);
-      spdlog::info("--keep-best {}: '{}' kept as {}", options_.keep_best, path, CheckpointManager::kBestFile);
-    }
+  schedule_.saved(step, Clock::now(), /*local=*/!to_file_system);
+  if (local_) {
+    bool first = false;
     {
       std::lock_guard lock(written_mutex_);
-      last_written_ = path;
-      if (!best_path.empty()) best_written_ = best_path;
-      longest_commit_s_ = std::max(longest_commit_s_, seconds_since(started));
+      first = costs_.local.count + costs_.file_system.count == 0;
     }
-    spdlog::info("checkpoint '{}' written in {:.2f} s{}", path, seconds_since(started),
-                 background ? " (beside training)" : "");
-  };
-  schedule_.saved(step, Clock::now());
-  if (!background) {
-    done(manager_->save(step, snapshot->bytes(), write, control_));
-    return;
+    // Runs on the local writer's thread when asynchronous: it touches the snapshot and the level only.
+    auto write_local = [this, snapshot, step, first](MpiComm&) {
+      const auto begin = Clock::now();
+      local_->write(step, {[&](ParallelCheckpointWriter& writer) {
+                             if (options_.local.sharded)
+                               write_snapshot_base(writer, *snapshot);
+                             else
+                               write_snapshot(writer, *snapshot);
+                           },
+                           [&](ParallelCheckpointWriter& writer) { write_snapshot_own_shares(writer, *snapshot); }});
+      const double took = seconds_since(begin);
+      if (first)
+        spdlog::info("node-local checkpoint of step {} written to '{}' in {:.3f} s (then every {} steps, quietly)",
+                     step, local_->directory(), took, options_.schedule.local_interval);
+      else
+        spdlog::debug("node-local checkpoint of step {} written in {:.3f} s", step, took);
+      std::lock_guard lock(written_mutex_);
+      ++costs_.local.commits;
+      costs_.local.commit_s += took;
+    };
+    if (local_writer_)
+      local_writer_->run(std::move(write_local));
+    else
+      write_local(control_);
   }
-  async_->start(step, snapshot->bytes(), std::move(write), std::move(done));
-  spdlog::debug("step {}: training blocked {:.3f} s by the checkpoint's snapshot", step, seconds_since(started));
-  if (wait) async_->wait();
+  if (to_file_system) {
+    // Runs on the writing thread when asynchronous: it touches the snapshot and the fault hooks only.
+    auto write = [this, snapshot, step](ParallelCheckpointWriter& writer) {
+      faults_.before_checkpoint_write(step, options_.directory);
+      write_snapshot(writer, *snapshot);
+      faults_.after_checkpoint_arrays(step);
+    };
+    std::optional<double> best = std::exchange(new_best_, std::nullopt);
+    auto done = [this, step, started, background, best](const std::string& path) {
+      faults_.after_checkpoint_commit(step, path);
+      std::string best_path;
+      if (best && control_.is_root()) {
+        best_path = manager_->keep_as_best(path, options_.keep_best, *best, step);
+        spdlog::info("--keep-best {}: '{}' kept as {}", options_.keep_best, path, CheckpointManager::kBestFile);
+      }
+      {
+        std::lock_guard lock(written_mutex_);
+        last_written_ = path;
+        if (!best_path.empty()) best_written_ = best_path;
+        longest_commit_s_ = std::max(longest_commit_s_, seconds_since(started));
+        ++costs_.file_system.commits;
+        costs_.file_system.commit_s += seconds_since(started);
+      }
+      spdlog::info("checkpoint '{}' written in {:.2f} s{}", path, seconds_since(started),
+                   background ? " (beside training)" : "");
+    };
+    if (background)
+      async_->start(step, snapshot->bytes(), std::move(write), std::move(done));
+    else
+      done(manager_->save(step, snapshot->bytes(), write, control_));
+  }
+  if (background)
+    spdlog::debug("step {}: training blocked {:.3f} s by the checkpoint's snapshot", step, seconds_since(started));
+  {
+    std::lock_guard lock(written_mutex_);
+    CheckpointCosts::Level& level = to_file_system ? costs_.file_system : costs_.local;
+    ++level.count;
+    level.blocked_s += seconds_since(started);
+  }
+  if (wait) this->wait();
 }
 
 }  // namespace mnddp

@@ -6,7 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "mnddp/diagnose/parameter_fingerprint.hpp"
-#include "mnddp/train/device_gated_optimizer.hpp"
+#include "mnddp/optim/device_gated_optimizer.hpp"
 #include "mnddp/train/gradient_check.hpp"
 #include "training_run.hpp"
 

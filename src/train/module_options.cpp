@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <filesystem>
 
 #include <algorithm>
 
@@ -113,7 +114,19 @@ CheckpointScheduleOptions checkpoint_schedule_options(const TrainingConfig& conf
   schedule.interval = config.checkpoint_interval;
   schedule.minutes = config.checkpoint_minutes;
   schedule.steps_per_run = config.steps_per_run;
+  schedule.local_interval = config.local_checkpoint_interval;
   return schedule;
+}
+
+LocalLevelOptions local_level_options(const TrainingConfig& config) {
+  LocalLevelOptions options;
+  if (config.local_checkpoint_dir.empty()) return options;
+  options.directory = config.local_checkpoint_dir;
+  // The run a node-local directory belongs to: its --checkpoint-dir, absolute (every rank starts in
+  // the job's directory, so every node spells it alike).
+  options.run = std::filesystem::absolute(config.checkpoint_dir).lexically_normal().string();
+  options.sharded = config.zero > 0;
+  return options;
 }
 
 std::vector<int> preemption_signals(const TrainingConfig& config) {

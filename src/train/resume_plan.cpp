@@ -7,12 +7,16 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <sstream>
 #include <vector>
 
 #include "mnddp/ckpt/checkpoint_manager.hpp"
+#include "mnddp/ckpt/local_restore.hpp"
+#include "mnddp/ckpt/parallel_verify.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/program_options_message.hpp"
+#include "mnddp/train/module_options.hpp"
 
 namespace mnddp {
 namespace {
@@ -105,8 +109,49 @@ std::int64_t micro_batches_done_in(const TrainingPosition& written, const BatchS
   return steps_done * now.grad_accum_steps;
 }
 
+namespace {
+
+// --resume auto with a node-local level: its newest complete checkpoint, gathered on every node, when
+// it is at least as new as --checkpoint-dir's newest and verifies; "" otherwise (with why, once).
+std::string from_local_level(const TrainingConfig& config, MpiComm& control) {
+  if (config.local_checkpoint_dir.empty() || config.resume.mode != ResumeFrom::Mode::Auto) return {};
+  const LocalLevelOptions local = local_level_options(config);
+  const LocalRestore restored = restore_local_level(control, local.directory, local.run);
+  // The file system's newest by name (verified only if it is the one chosen).
+  std::int64_t newest_on_file_system = -1;
+  on_root_then_agree(control, [&] {
+    const auto committed = CheckpointManager::committed_in(config.checkpoint_dir);
+    if (!committed.empty()) {
+      const std::string name = std::filesystem::path(committed.back()).filename().string();  // step-<N>.h5
+      newest_on_file_system = std::stoll(name.substr(5, name.size() - 8));
+    }
+  });
+  control.broadcast(&newest_on_file_system, 1, DType::I64, 0);
+  const auto fall_back = [&](const std::string& why) {
+    if (control.is_root()) {
+      if (newest_on_file_system >= 0)
+        spdlog::info("restore: from --checkpoint-dir '{}' ({})", config.checkpoint_dir, why);
+      else
+        spdlog::warn("restore: {}, and --checkpoint-dir '{}' holds no checkpoint", why, config.checkpoint_dir);
+    }
+    return std::string();
+  };
+  if (restored.path.empty()) return newest_on_file_system >= 0 ? fall_back(restored.summary) : std::string();
+  if (restored.step < newest_on_file_system)
+    return fall_back(
+        fmt::format("its step {} is newer than the node-local level's {}", newest_on_file_system, restored.step));
+  const CheckpointVerdict verdict = verify_checkpoint_in_parallel(control, restored.path);
+  if (verdict.kind != CheckpointVerdict::Kind::Good)
+    return fall_back(fmt::format("the node-local checkpoint does not verify: {}", verdict.message));
+  if (control.is_root()) spdlog::info("restore: {}", restored.summary);
+  return restored.path;
+}
+
+}  // namespace
+
 std::optional<ResumePoint> find_resume_point(const TrainingConfig& config, MpiComm& control) {
-  const std::string path = CheckpointManager::resolve_resume(control, config.checkpoint_dir, config.resume);
+  std::string path = from_local_level(config, control);
+  if (path.empty()) path = CheckpointManager::resolve_resume(control, config.checkpoint_dir, config.resume);
   if (path.empty()) {
     if (config.resume.mode == ResumeFrom::Mode::Auto && !config.checkpoint_dir.empty())
       spdlog::info("no checkpoint in '{}': starting from scratch", config.checkpoint_dir);

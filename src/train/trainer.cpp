@@ -23,13 +23,13 @@
 #include "mnddp/observe/resources.hpp"
 #include "mnddp/observe/run_observer.hpp"
 #include "mnddp/observe/startup_breakdown.hpp"
+#include "mnddp/optim/checks_gradients.hpp"
+#include "mnddp/optim/optim.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/progress.hpp"
 #include "mnddp/train/batch_source.hpp"
-#include "mnddp/train/checks_gradients.hpp"
 #include "mnddp/train/device_batch.hpp"
 #include "mnddp/train/gradient_check.hpp"
-#include "mnddp/train/optim.hpp"
 #include "training_run.hpp"
 
 namespace mnddp {
@@ -120,7 +120,7 @@ void Trainer::finish(const TrainResult& result) {
   TrainingRun& r = *run_;
   r.checkpointer->wait();  // the outcome names the last commit
   r.observers.run_finished({result.steps, result.preempted, result.stopped_early, r.checkpointer->last_written(),
-                            r.checkpointer->best_written()});
+                            r.checkpointer->best_written(), r.checkpointer->costs()});
 }
 
 Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, TrainResult& result) {

@@ -9,6 +9,7 @@
 
 #include "device_step.hpp"
 #include "mnddp/ckpt/checkpoint_manager.hpp"
+#include "mnddp/ckpt/local_capacity.hpp"
 #include "mnddp/comm/backend.hpp"
 #include "mnddp/data/feature_stats.hpp"
 #include "mnddp/diagnose/consistency_check.hpp"
@@ -22,8 +23,8 @@
 #include "mnddp/observe/startup_breakdown.hpp"
 #include "mnddp/observe/tensorboard.hpp"
 #include "mnddp/observe/trace_observer.hpp"
+#include "mnddp/optim/optim.hpp"
 #include "mnddp/preemption.hpp"
-#include "mnddp/train/optim.hpp"
 #include "mnddp/train/resume_plan.hpp"
 #include "training_run.hpp"
 
@@ -162,6 +163,7 @@ CheckpointerOptions checkpointer_options(const TrainingConfig& config) {
   options.keep_best = config.keep_best;
   options.deadline = config.deadline;
   options.deadline_margin_s = config.deadline_margin;
+  options.local = local_level_options(config);
   return options;
 }
 
@@ -205,9 +207,56 @@ void add_observers(TrainingRun& r) {
   outputs.trace_dir = c.trace_dir;
   outputs.tensorboard_dir = c.tensorboard_dir;
   outputs.best_metric = c.keep_best;
+  outputs.mtbf_hours = c.mtbf_hours;
+  outputs.local_checkpoint_interval = c.local_checkpoint_interval;
+  outputs.checkpoint_interval = c.checkpoint_interval;
   auto summary = std::make_unique<RunSummary>(r.control, outputs, r.rank.host);
   summary->set_straggler_watch(stragglers);
   r.observers.add(std::move(summary));
+}
+
+// --local-checkpoint-dir: refused now, on every rank, when two node-local checkpoints would not fit on
+// some node beside training (ckpt/local_capacity.hpp). The optimizer state is counted whole though
+// torch allocates it at the first step.
+void check_local_level_fits(TrainingRun& r) {
+  const TrainingConfig& c = r.config;
+  if (c.local_checkpoint_dir.empty()) return;
+  std::uint64_t model_bytes = 0;  // parameters and buffers: every rank, every checkpoint, whole
+  std::uint64_t float_elements = 0;
+  for (const auto& p : r.model->parameters()) {
+    model_bytes += p.nbytes();
+    float_elements += static_cast<std::uint64_t>(p.numel());
+  }
+  for (const auto& b : r.model->buffers()) model_bytes += b.nbytes();
+  const int slots = c.optimizer == OptimizerKind::AdamW || c.optimizer == OptimizerKind::Lamb ? 2
+                    : c.optimizer == OptimizerKind::Lars || c.momentum != 0.0                 ? 1
+                                                                                              : 0;
+  // This rank's optimizer state: all of it at --zero 0, its pieces at --zero 1|2 (fp32 either way).
+  const double state_bytes = r.zero ? 4.0 * static_cast<double>(r.zero->state_elements(c.optimizer, c.momentum))
+                                    : 4.0 * static_cast<double>(slots * float_elements);
+  std::vector<double> states(static_cast<std::size_t>(r.rank.world_size));
+  std::vector<std::int32_t> nodes(states.size());
+  const std::int32_t my_node = r.rank.node_index;
+  r.control.allgather(&state_bytes, states.data(), 1, DType::F64);
+  r.control.allgather(&my_node, nodes.data(), 1, DType::I32);
+  std::optional<Failure> failure;
+  if (r.rank.local_rank == 0)
+    failure = capture_failure([&] {
+      double node_states = 0.0;
+      for (std::size_t i = 0; i < states.size(); ++i)
+        if (nodes[i] == my_node) node_states += states[i];
+      LocalCapacity capacity = measure_local_capacity(c.local_checkpoint_dir);
+      // Zero 0: each node one whole file; --zero 1|2: the base, and the node's shares twice (its
+      // own and its partner node's copies).
+      capacity.checkpoint_bytes =
+          static_cast<std::uint64_t>(static_cast<double>(model_bytes) + (r.zero ? 2.0 * node_states : state_bytes));
+      const double snapshots =
+          c.checkpoint_async ? r.rank.local_size * static_cast<double>(model_bytes) + node_states : 0.0;
+      capacity.beside_bytes = static_cast<std::uint64_t>(snapshots + node_states);
+      if (const auto refusal = local_capacity_shortfall(capacity, c.local_checkpoint_dir, r.rank.host))
+        throw UsageError(*refusal);
+    });
+  agree_on_failure(r.control, failure);
 }
 
 // --zero 0: the optimizer over the whole model. --zero 1|2: over this rank's pieces of it, with the
@@ -279,6 +328,7 @@ std::unique_ptr<TrainingRun> set_up_training(const TrainingConfig& given, const 
                                                     settle_ledger(r, position.step);
                                                     position.interval_loss = r.log->interval_loss();
                                                   });
+  check_local_level_fits(r);
   settle_preemption_signals(preemption_signals(config));
   startup.mark("optimizer");
   on_all_then_agree(control, [&] { resume(r); });

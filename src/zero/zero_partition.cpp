@@ -10,9 +10,9 @@
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/comm/tensor_comm.hpp"
 #include "mnddp/error.hpp"
-#include "mnddp/train/gradient_check.hpp"
-#include "mnddp/train/lamb.hpp"
-#include "mnddp/train/lars.hpp"
+#include "mnddp/optim/finite_check.hpp"
+#include "mnddp/optim/lamb.hpp"
+#include "mnddp/optim/lars.hpp"
 
 namespace mnddp {
 namespace {

@@ -299,6 +299,21 @@ refused "--resume auto finds a checkpoint of another depth" "has no 'model/body.
 run_mpi 2 10 "${DATA[@]}" --metrics-file "$WORK/metrics.jsonl" --checkpoint-dir "$WORK/afile"
 refused "checkpoint dir that is a file" "--checkpoint-dir: cannot create" "afile': Not a directory"
 
+run_mpi 2 10 "${DATA[@]}" --metrics-file "" --local-checkpoint-dir "$WORK/local" --local-checkpoint-interval 5
+refused "a node-local level without --checkpoint-dir" "--local-checkpoint-dir '" "local': needs --checkpoint-dir"
+
+run_mpi 2 10 "${GOOD[@]}" --local-checkpoint-dir "$WORK/local"
+refused "a node-local level without its interval" "local': needs --local-checkpoint-interval"
+
+mkdir -p "$WORK/theirs"
+echo "/runs/theirs/checkpoints" >"$WORK/theirs/run"
+cp "$CKPT" "$WORK/theirs/step-00000005.h5"
+protect "$WORK/ck" "$WORK/metrics.jsonl" "$WORK/theirs"
+run_mpi 2 10 "${GOOD[@]}" --local-checkpoint-dir "$WORK/theirs" --local-checkpoint-interval 5
+refused "a node-local directory of another run" "--local-checkpoint-dir '" \
+  "theirs' holds the node-local checkpoints of another run (--checkpoint-dir '/runs/theirs/checkpoints')"
+protect "$WORK/ck" "$WORK/metrics.jsonl"
+
 # --- mnddp export ----------------------------------------------------------------------------------
 run_tool 10 "$MNDDP_BIN" export --checkpoint "$CKPT"
 tool_refused "export without --out" "mnddp: error:" "the option '--out' is required but missing"

@@ -14,7 +14,7 @@
 
 #include "mnddp/build_config.hpp"
 #include "mnddp/ddp/ddp.hpp"
-#include "mnddp/train/optim.hpp"
+#include "mnddp/optim/optim.hpp"
 #include "mnddp/zero/zero_partition.hpp"
 
 #define MNDDP_REQUIRE_GPU()                                                              \

@@ -28,7 +28,7 @@
 #include "mnddp/error.hpp"
 #include "mnddp/host_waits.hpp"
 #include "mnddp/model/sync_batch_norm.hpp"
-#include "mnddp/train/optim.hpp"
+#include "mnddp/optim/optim.hpp"
 #include "mnddp/zero/zero_partition.hpp"
 
 using namespace mnddp;

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "mnddp/config.hpp"
-#include "mnddp/train/optim.hpp"
+#include "mnddp/optim/optim.hpp"
 
 using namespace mnddp;
 

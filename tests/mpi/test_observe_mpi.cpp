@@ -62,7 +62,7 @@ TEST(RunSummary, NamesTheRankThatSpentTheMostOnEachPhase) {
       summary.validated({step, 0, {{"loss", 1.0}, {"accuracy", accuracy}}, 100}, "accuracy", t, t + 10ms);
     }
   }
-  summary.run_finished({10, false, false, "ck/step-10.h5", ""});
+  summary.run_finished({10, false, false, "ck/step-10.h5", "", {}});
   if (comm.rank() != 0) {
     EXPECT_TRUE(summary.text().empty());
     return;
@@ -125,7 +125,7 @@ TEST(TraceObserver, OneValidFilePerRankWithTheLoopAndItsCollectivesMergedIntoATr
     StepMetrics m;
     m.loss = 0.5;
     trace.interval(m);
-    trace.run_finished({2, false, false, "", ""});
+    trace.run_finished({2, false, false, "", "", {}});
   }
   std::ifstream in(trace_file_path(directory, comm.rank()));
   const auto trace = nlohmann::json::parse(in);  // valid JSON, closed

@@ -15,7 +15,7 @@
 #include "mnddp/amp/loss_scaler.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/ddp/ddp.hpp"
-#include "mnddp/train/optim.hpp"
+#include "mnddp/optim/optim.hpp"
 #include "mnddp/zero/zero_partition.hpp"
 
 using namespace mnddp;

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# A real two-node Slurm cluster on this one host, owned by the slurm tests: a private munged, one
-# slurmctld and two slurmd ("n1", "n2", 2 CPUs each), with every file under one state directory.
+# A real Slurm cluster of three nodes on this one host, owned by the slurm tests: a private munged,
+# one slurmctld and three slurmd ("n1", "n2", "n3", 2 CPUs each), with every file under one state
+# directory. The default partition "debug" has n1 and n2; "resilient" has all three, so that a job
+# can hold a spare node (tests/slurm/node_loss.sh).
 #
 # Usage: tests/slurm/local_cluster.sh start|stop|status|env [DIR]
 #   DIR      state directory: the argument, else $MNDDP_SLURM_CLUSTER, else ./slurm-cluster
 #   start    stop whatever an earlier start in DIR left running, write slurm.conf, start the
-#            daemons and wait until both nodes are idle (exit 1 with the logs' tails if not)
+#            daemons and wait until every node is idle (exit 1 with the logs' tails if not)
 #   stop     cancel all jobs, shut the daemons down and kill what is left of the processes this
 #            script started (by pid, checked against their start time); safe to repeat
-#   status   daemons and nodes; exit 0 when all three daemons run and both nodes answer
+#   status   daemons and nodes; exit 0 when every daemon runs and every node answers
 #   env      print the shell lines a client needs (eval "$(local_cluster.sh env DIR)"): SLURM_CONF
 #            and the loopback Open MPI settings for jobs (loopback_mpi.env)
 #
@@ -21,15 +23,16 @@
 #   needed or touched, and two clusters never share credentials.
 # - Ports and job ids derive from DIR's path, so two clones (two CI runs) on one host get different
 #   ones; a port that is taken anyway moves the cluster to the next block, and start says so.
-# - Each slurmd runs in its own mount namespace with a private directory bind-mounted over TmpFS:
-#   two slurmstepd on one host would otherwise both create <TmpFS>/spmix_appdir_<uid>_<job>.<step>
-#   and the PMIx step fails with "File exists".
+# - Each slurmd runs in its own mount namespace with a private directory (DIR/nt-NODE) bind-mounted
+#   over TmpFS (DIR/nodetmp): two slurmstepd on one host would otherwise both create
+#   <TmpFS>/spmix_appdir_<uid>_<job>.<step> and the PMIx step fails with "File exists". It is also
+#   each node's own local storage: a job's DIR/nodetmp/x is DIR/nt-NODE/x seen from outside.
 # - Jobs run Open MPI through UCX over TCP on lo (tests/slurm/loopback_mpi.env, printed by `env`):
-#   ranks on the fake nodes n1 and n2 share one host, Open MPI's shared-memory BTL crashes when it is
+#   ranks on the fake nodes share one host, Open MPI's shared-memory BTL crashes when it is
 #   told they are on different nodes, and its TCP BTL crashes a rank at start-up now and then.
 set -euo pipefail
 
-readonly NODES=(n1 n2)
+readonly NODES=(n1 n2 n3)
 readonly CPUS_PER_NODE=2
 
 die() { printf 'local_cluster: error: %s\n' "$*" >&2; exit 1; }
@@ -106,19 +109,21 @@ daemon_pid_files() { echo "$DIR/munge/munged.pid" "$DIR/slurmctld.pid" "$DIR"/sl
 # port_free PORT: nothing listens on it (TCP, any address).
 port_free() { [ -z "$(ss -Htln "sport = :$1" 2>/dev/null)" ]; }
 
-# Picks three consecutive ports (slurmctld, n1, n2) in 20000-31999 from DIR's hash, moving to the
+# Picks four consecutive ports (slurmctld, n1, n2, n3) in 20000-31999 from DIR's hash, moving to the
 # next block while one is taken.
 choose_ports() {
-  local block=$((HASH % 4000)) tries
+  local block=$((HASH % 3000)) tries node
   for tries in $(seq 20); do
-    BASE_PORT=$((20000 + 3 * block))
-    if port_free "$BASE_PORT" && port_free $((BASE_PORT + 1)) && port_free $((BASE_PORT + 2)); then
-      [ "$tries" = 1 ] || say "ports of block $((HASH % 4000)) are taken; using $BASE_PORT-$((BASE_PORT + 2))"
+    BASE_PORT=$((20000 + 4 * block))
+    local free=1
+    for node in 0 "${!NODES[@]}"; do port_free $((BASE_PORT + node + 1)) || free=0; done
+    if [ $free = 1 ] && port_free "$BASE_PORT"; then
+      [ "$tries" = 1 ] || say "ports of block $((HASH % 3000)) are taken; using $BASE_PORT-$((BASE_PORT + 3))"
       return
     fi
-    block=$(((block + 1) % 4000))
+    block=$(((block + 1) % 3000))
   done
-  die "no free port block found near $((20000 + 3 * (HASH % 4000)))"
+  die "no free port block found near $((20000 + 4 * (HASH % 3000)))"
 }
 
 write_conf() {
@@ -162,7 +167,9 @@ InactiveLimit=0
 MinJobAge=600
 NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((BASE_PORT + 1)) CPUs=$CPUS_PER_NODE RealMemory=4000 Gres=gpu:2 State=UNKNOWN
 NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((BASE_PORT + 2)) CPUs=$CPUS_PER_NODE RealMemory=4000 Gres=gpu:2 State=UNKNOWN
+NodeName=n3 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((BASE_PORT + 3)) CPUs=$CPUS_PER_NODE RealMemory=4000 Gres=gpu:2 State=UNKNOWN
 PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+PartitionName=resilient Nodes=n1,n2,n3 MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
   # Two stand-in "GPUs" per node, so that the batch scripts keep their --gpus-per-node line and the
   # tests see each task's CUDA_VISIBLE_DEVICES. Slurm wants character devices (it only stats them
@@ -209,7 +216,7 @@ wait_for() {
 nodes_idle() {
   local states
   states=$(sinfo -h -N -o '%N %T' 2>/dev/null | sort -u) || return 1
-  [ "$states" = $'n1 idle\nn2 idle' ]
+  [ "$states" = $'n1 idle\nn2 idle\nn3 idle' ]
 }
 
 show_logs() {
@@ -247,7 +254,7 @@ cmd_start() {
     cmd_stop quiet
     die "the nodes did not become idle within 60 s"
   fi
-  say "up: $CONF (slurmctld port $BASE_PORT, slurmd $((BASE_PORT + 1)) $((BASE_PORT + 2)), first job id $((BASE_PORT * 100)))"
+  say "up: $CONF (slurmctld port $BASE_PORT, slurmd $((BASE_PORT + 1))-$((BASE_PORT + ${#NODES[@]})), first job id $((BASE_PORT * 100)))"
 }
 
 cmd_stop() {
@@ -369,7 +376,9 @@ daemons_of_dir() {
 
 cmd_status() {
   local ok=0 file name
-  for file in "$DIR/munge/munged.pid" "$DIR/slurmctld.pid" "$DIR/slurmd-n1.pid" "$DIR/slurmd-n2.pid"; do
+  local files=("$DIR/munge/munged.pid" "$DIR/slurmctld.pid")
+  for name in "${NODES[@]}"; do files+=("$DIR/slurmd-$name.pid"); done
+  for file in "${files[@]}"; do
     name=$(basename "$file" .pid)
     if pid_alive "$file"; then say "$name running (pid $(head -1 "$file"))"; else say "$name not running"; ok=1; fi
   done

@@ -102,3 +102,43 @@ TEST(CheckpointSchedule, AResumedRunDoesNotSaveItsStartingStepAgain) {
   const CheckpointSchedule schedule(enabled(), 40, kStart);
   EXPECT_FALSE(schedule.decide(40, kQuiet, true).save);
 }
+
+TEST(CheckpointSchedule, NodeLocalCheckpointsEveryIntervalAndWithEveryFileSystemOne) {
+  auto options = enabled();
+  options.interval = 30;
+  options.local_interval = 10;
+  CheckpointSchedule schedule(options, 0, kStart);
+  std::vector<std::int64_t> local, file_system;
+  for (std::int64_t step = 1; step <= 60; ++step) {
+    const auto decision = schedule.decide(step, kQuiet, false);
+    if (decision.save) {
+      EXPECT_TRUE(decision.save_local) << step;  // drained from the same snapshot
+      file_system.push_back(step);
+      schedule.saved(step, kStart);
+    } else if (decision.save_local) {
+      local.push_back(step);
+      schedule.saved(step, kStart, /*local=*/true);
+    }
+  }
+  EXPECT_EQ(local, (std::vector<std::int64_t>{10, 20, 40, 50}));
+  EXPECT_EQ(file_system, (std::vector<std::int64_t>{30, 60}));
+}
+
+TEST(CheckpointSchedule, ALocalCheckpointDueWhileTheWriterIsBusyWaitsForTheFirstStepAfter) {
+  auto options = enabled();
+  options.local_interval = 10;
+  CheckpointSchedule schedule(options, 0, kStart);
+  AgreedFlags busy;
+  busy.writer_busy = true;
+  EXPECT_FALSE(schedule.decide(10, busy, false).save_local);
+  EXPECT_FALSE(schedule.decide(11, busy, false).save_local);
+  ASSERT_TRUE(schedule.decide(12, kQuiet, false).save_local);
+  schedule.saved(12, kStart, /*local=*/true);
+  EXPECT_EQ(schedule.last_local_step(), 12);
+  EXPECT_EQ(schedule.last_saved_step(), 0);  // a local checkpoint is not a file-system one
+  EXPECT_FALSE(schedule.decide(21, kQuiet, false).save_local);
+  EXPECT_TRUE(schedule.decide(22, kQuiet, false).save_local);  // counted from 12
+  // Without a local level nothing is local.
+  const CheckpointSchedule plain(enabled(), 0, kStart);
+  EXPECT_FALSE(plain.decide(10, kQuiet, false).save_local);
+}

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "fused_optimizer_checks.hpp"
-#include "mnddp/train/fused_adamw.hpp"
+#include "mnddp/optim/fused_adamw.hpp"
 
 namespace mnddp {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fused_optimizer_checks.hpp"
-#include "mnddp/train/fused_sgd.hpp"
+#include "mnddp/optim/fused_sgd.hpp"
 
 namespace mnddp {
 namespace {

@@ -304,6 +304,26 @@ TEST(IncidentVerdict, ACrashOutweighsTheRecordsItAskedFor) {
             "address 0x0 (rank 2 wrote no record)");
 }
 
+// A node lost mid-run (its ranks killed at once, no record from them): the survivors' MPI calls fail
+// ("Endpoint timeout") and they write 'fatal' records. The ranks that vanished are the culprits, not
+// the survivor that reported first (slurm/train_resilient.sbatch leaves out the culprits' nodes).
+TEST(IncidentVerdict, AnMpiFailureBesideSilentRanksBlamesTheSilentOnes) {
+  json fatal = record(0, "fatal", 101, 100, "checkpoint after step 101");
+  fatal["reason"] = "MPI call MPI_Allreduce(...) failed: MPI_ERR_OTHER: known error not in list (mpi_comm.cpp:70)";
+  fatal["world_size"] = 4;
+  json request = record(1, "request", 101, 100, "checkpoint after step 101");
+  request["world_size"] = 4;
+  const auto v = explain_incident({fatal, request});
+  EXPECT_EQ(v.culprits, (std::vector<int>{2, 3}));
+  EXPECT_NE(v.verdict.find("ranks 2, 3 wrote no record: they died (killed, crashed without a trace, or lost with their "
+                           "node); rank 0's MPI call failed talking to them at step 406"),
+            std::string::npos)
+      << v.verdict;
+  // Any other fatal error is still its own rank's, silent ranks or not.
+  fatal["reason"] = "'/data/x.h5': dataset 'x' sample 5 holds a non-finite input";
+  EXPECT_EQ(explain_incident({fatal, request}).culprits, std::vector<int>{0});
+}
+
 TEST(IncidentVerdict, AnAgreedErrorIsQuotedAsEveryRankSawIt) {
   json e0 = record(0, "error", 5, 5, ""), e1 = record(1, "error", 5, 5, ""), e2 = record(2, "error", 5, 5, "");
   for (json* e : {&e0, &e1, &e2}) (*e)["reason"] = "ranks out of step: rank 1 differs";

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "fused_optimizer_checks.hpp"
-#include "mnddp/train/fused_adamw.hpp"
-#include "mnddp/train/fused_sgd.hpp"
+#include "mnddp/optim/fused_adamw.hpp"
+#include "mnddp/optim/fused_sgd.hpp"
 
 namespace mnddp {
 namespace {

@@ -17,9 +17,9 @@
 
 #include "mnddp/config.hpp"
 #include "mnddp/model/models.hpp"
-#include "mnddp/train/lamb.hpp"
-#include "mnddp/train/lars.hpp"
-#include "mnddp/train/optim.hpp"
+#include "mnddp/optim/lamb.hpp"
+#include "mnddp/optim/lars.hpp"
+#include "mnddp/optim/optim.hpp"
 #include "test_support.hpp"
 
 using namespace mnddp;

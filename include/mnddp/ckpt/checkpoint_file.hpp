@@ -113,6 +113,7 @@ class CheckpointReader {
   const std::string& path() const { return path_; }
   bool has_attribute(const std::string& name) const;
   std::string attribute(const std::string& name) const;
+  std::vector<std::string> attribute_names() const;  // the root's, sorted by name
   bool has_array(const std::string& path) const;
   // Names of the arrays (datasets) directly under `group`, sorted.
   std::vector<std::string> list(const std::string& group) const;

@@ -124,7 +124,13 @@ StateSnapshot take_snapshot(Communicator& comm, const TrainingStateRefs& state, 
                             const std::string& config_ini, bool copy);
 
 // Collective over the writer's communicator; touches no live torch object (any thread may run it).
+// (ckpt/snapshot_writer.cpp, like the two below.)
 void write_snapshot(ParallelCheckpointWriter& writer, const StateSnapshot& snapshot);
+// The node-local level's parts at --zero 1|2 (ckpt/local_files.hpp): everything but the shares, and
+// this rank's shares alone, each a one-dimensional array placed by the `shares` attribute
+// (ckpt/share_index.hpp). Both carry the snapshot's attributes.
+void write_snapshot_base(ParallelCheckpointWriter& writer, const StateSnapshot& snapshot);
+void write_snapshot_own_shares(ParallelCheckpointWriter& writer, const StateSnapshot& snapshot);
 
 // What a checkpoint was written with: its position (rank 0 reads the attributes; every rank receives
 // them) and its stored config text. Collective; reads no array but the per-rank interval losses.

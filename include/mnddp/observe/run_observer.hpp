@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mnddp/diagnose/activity.hpp"
+#include "mnddp/observe/checkpoint_advice.hpp"
 #include "mnddp/observe/metrics.hpp"
 
 namespace mnddp {
@@ -41,9 +42,10 @@ struct RunPlan {
 struct RunOutcome {
   std::int64_t steps = 0;  // the last step done (resumed ones included)
   bool preempted = false;
-  bool stopped_early = false;   // --steps-per-run
-  std::string last_checkpoint;  // "" when none was written by this invocation
-  std::string best_checkpoint;  // --keep-best's file (rank 0, which prints the summary), "" when none
+  bool stopped_early = false;        // --steps-per-run
+  std::string last_checkpoint;       // "" when none was written by this invocation
+  std::string best_checkpoint;       // --keep-best's file (rank 0, which prints the summary), "" when none
+  CheckpointCosts checkpoint_costs;  // for the interval advice
 };
 
 class RunObserver {

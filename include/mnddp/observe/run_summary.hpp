@@ -26,7 +26,10 @@ struct SummaryOutputs {
   std::string checkpoint_dir;
   std::string trace_dir;
   std::string tensorboard_dir;
-  std::string best_metric;  // --keep-best's metric; "" for the task's headline
+  std::string best_metric;   // --keep-best's metric; "" for the task's headline
+  double mtbf_hours = 24.0;  // --mtbf, for the checkpoint interval advice
+  std::int64_t local_checkpoint_interval = 0;
+  std::int64_t checkpoint_interval = 0;
 };
 
 class RunSummary final : public RunObserver {

@@ -4,7 +4,9 @@
 // other ranks on the clock, on preemption signals and on the job's end being near (--deadline: it
 // times its commits and the steps, and stops when the next step and a checkpoint would no longer fit
 // before the end with the margin), decides (ckpt/checkpoint_schedule.hpp), saves and says whether
-// this invocation should stop. Without --checkpoint-dir it never communicates.
+// this invocation should stop. With --local-checkpoint-dir every checkpoint goes to the node-local
+// level (ckpt/local_level.hpp) first and every file-system one is written from the same snapshot
+// right after, on the same writer thread. Without --checkpoint-dir it never communicates.
 #pragma once
 
 #include <chrono>
@@ -18,10 +20,12 @@
 #include "mnddp/ckpt/async_checkpointer.hpp"
 #include "mnddp/ckpt/checkpoint_manager.hpp"
 #include "mnddp/ckpt/checkpoint_schedule.hpp"
+#include "mnddp/ckpt/local_level.hpp"
 #include "mnddp/ckpt/training_state.hpp"
 #include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/fault/fault_hooks.hpp"
 #include "mnddp/job_deadline.hpp"
+#include "mnddp/observe/checkpoint_advice.hpp"
 
 namespace mnddp {
 
@@ -34,6 +38,7 @@ struct CheckpointerOptions {
   std::string keep_best;            // a validation metric; empty: no best.h5
   DeadlineRequest deadline;         // --deadline: when the job will be ended
   double deadline_margin_s = 30.0;  // --deadline-margin: the last checkpoint ends at least this early
+  LocalLevelOptions local;          // --local-checkpoint-dir; an empty directory: no node-local level
 };
 
 class Checkpointer {
@@ -73,9 +78,12 @@ class Checkpointer {
   // (which keeps it) best.h5's path when this invocation kept one.
   std::string last_written() const;
   std::string best_written() const;
+  CheckpointCosts costs() const;
 
  private:
-  void save(const TrainingPosition& position, const TrainingStateRefs& state, bool wait);
+  // `to_file_system`: to --checkpoint-dir (and the local level, when there is one); otherwise to the
+  // local level only.
+  void save(const TrainingPosition& position, const TrainingStateRefs& state, bool wait, bool to_file_system);
   // This rank's view: would a step and a checkpoint still end before the job's end, with the margin?
   bool deadline_near(std::chrono::steady_clock::time_point now);
 
@@ -83,8 +91,10 @@ class Checkpointer {
   MpiComm& control_;
   const FaultHooks& faults_;
   std::function<void(TrainingPosition&)> before_save_;
-  std::unique_ptr<CheckpointManager> manager_;  // when a directory is given
-  std::unique_ptr<AsyncCheckpointer> async_;    // and --checkpoint-async
+  std::unique_ptr<CheckpointManager> manager_;       // when a directory is given
+  std::unique_ptr<LocalLevel> local_;                // --local-checkpoint-dir
+  std::unique_ptr<AsyncCheckpointer> async_;         // and --checkpoint-async
+  std::unique_ptr<AsyncCheckpointer> local_writer_;  // --checkpoint-async with a node-local level
   CheckpointSchedule schedule_;
   std::optional<double> best_;        // the best value of options_.keep_best so far
   std::optional<double> new_best_;    // a better one, to save at the next after_step()
@@ -94,6 +104,7 @@ class Checkpointer {
   std::optional<std::chrono::steady_clock::time_point> deadline_;  // the job's end, on this rank's clock
   std::string deadline_source_;
   double longest_commit_s_ = 0.0;  // under written_mutex_: the longest save so far, its wait included
+  CheckpointCosts costs_;          // under written_mutex_ (commit times come from the writer thread)
   double longest_step_s_ = 0.0;    // the longest time between two after_step() calls
   std::optional<std::chrono::steady_clock::time_point> previous_step_;
 };

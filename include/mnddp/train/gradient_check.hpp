@@ -11,12 +11,9 @@
 
 #include "mnddp/choices.hpp"
 #include "mnddp/comm/communicator.hpp"
+#include "mnddp/optim/finite_check.hpp"
 
 namespace mnddp {
-
-// True when no element of the defined tensors is NaN or Inf. Host tensors are read once, as
-// integers (no temporaries, a small fraction of a step); device tensors cost one synchronisation.
-bool all_finite(const std::vector<at::Tensor>& tensors);
 
 // True when every gradient is finite (all_finite). Otherwise: Abort throws one collective Error naming the step
 // and every rank's loss; Skip warns (rank 0) and returns false, and the caller skips the step.
@@ -28,9 +25,5 @@ bool gradients_finite(const std::vector<at::Tensor>& parameters, std::int64_t st
 // followed, when the verdict is read later than the step (on a GPU, at the log interval).
 void nonfinite_gradients_found(std::int64_t step, double step_loss, NonfiniteGradients policy, Communicator& control,
                                const std::string& afterwards = "");
-
-// Sets `found` (one float on the gradients' device) to 1 where a gradient holds NaN or Inf, 0 else,
-// on the device: no host wait (ATen's AMP check, with a scale of 1).
-void find_nonfinite(const std::vector<at::Tensor>& grads, at::Tensor& found);
 
 }  // namespace mnddp

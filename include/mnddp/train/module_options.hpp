@@ -10,6 +10,7 @@
 
 #include "mnddp/amp/loss_scaler.hpp"
 #include "mnddp/ckpt/checkpoint_schedule.hpp"
+#include "mnddp/ckpt/local_level.hpp"
 #include "mnddp/ckpt/training_state.hpp"
 #include "mnddp/config.hpp"
 #include "mnddp/data/h5_reader.hpp"
@@ -38,6 +39,8 @@ ModelSpec model_spec(const TrainingConfig& config, const std::vector<std::int64_
 DdpOptions ddp_options(const TrainingConfig& config);
 LossScalerOptions scaler_options(const TrainingConfig& config);
 CheckpointScheduleOptions checkpoint_schedule_options(const TrainingConfig& config);
+// --local-checkpoint-dir's level: its directory, the run it belongs to, and whether it holds shares.
+LocalLevelOptions local_level_options(const TrainingConfig& config);
 // The signals this run checkpoints on: none without --checkpoint-dir (a signal then has its usual effect).
 std::vector<int> preemption_signals(const TrainingConfig& config);
 

@@ -18,7 +18,7 @@
 #include "mnddp/ckpt/training_state.hpp"
 #include "mnddp/comm/communicator.hpp"
 #include "mnddp/ddp/reducer.hpp"
-#include "mnddp/train/optim.hpp"
+#include "mnddp/optim/optim.hpp"
 #include "mnddp/zero/shard_layout.hpp"
 
 namespace mnddp {

@@ -1,6 +1,6 @@
 // LARS: the per-tensor trust ratio of You et al. 2017 on the decayed gradient, then heavy-ball
 // momentum, in the form MLPerf's ResNet-50 submissions use (Note [LARS update]).
-#include "mnddp/train/lars.hpp"
+#include "mnddp/optim/lars.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/utils.h>

@@ -13,8 +13,8 @@
 #include <optional>
 #include <unordered_map>
 
-#include "mnddp/train/checks_gradients.hpp"
-#include "mnddp/train/device_gated_optimizer.hpp"
+#include "mnddp/optim/checks_gradients.hpp"
+#include "mnddp/optim/device_gated_optimizer.hpp"
 
 namespace mnddp {
 

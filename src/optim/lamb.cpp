@@ -1,6 +1,6 @@
 // LAMB: Adam's bias-corrected moments, decoupled weight decay and the per-tensor trust ratio of
 // You et al. 2019 (Algorithm 2), as Note [LAMB update] states it.
-#include "mnddp/train/lamb.hpp"
+#include "mnddp/optim/lamb.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/utils.h>

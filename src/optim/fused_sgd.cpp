@@ -1,7 +1,7 @@
 // The one-pass SGD update (see the header). Every fused multiply-add is an explicit std::fma where
 // torch's kernel has one (its add with alpha is an FMA in the vector and the scalar loop alike); the
 // one plain product (b * m) feeds an fma, so the compiler has no a * b + c left to contract.
-#include "mnddp/train/fused_sgd.hpp"
+#include "mnddp/optim/fused_sgd.hpp"
 
 #include <ATen/ATen.h>
 
@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "fused_pass.hpp"
-#include "mnddp/train/gradient_check.hpp"
+#include "mnddp/optim/finite_check.hpp"
 #include "multi_tensor_step.hpp"
 
 namespace mnddp {

@@ -1,5 +1,5 @@
 // The default per-tensor norms of LARS and LAMB.
-#include "mnddp/train/tensor_norms.hpp"
+#include "mnddp/optim/tensor_norms.hpp"
 
 #include <ATen/ATen.h>
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mnddp/train/tensor_norms.hpp"
+#include "mnddp/optim/tensor_norms.hpp"
 
 namespace mnddp {
 

@@ -1,5 +1,5 @@
 // The one-pass AdamW update (see the header), torch/csrc/api/src/optim/adamw.cpp element by element.
-#include "mnddp/train/fused_adamw.hpp"
+#include "mnddp/optim/fused_adamw.hpp"
 
 #include <ATen/ATen.h>
 
@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "fused_pass.hpp"
-#include "mnddp/train/gradient_check.hpp"
+#include "mnddp/optim/finite_check.hpp"
 #include "multi_tensor_step.hpp"
 
 namespace mnddp {

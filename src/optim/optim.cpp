@@ -1,6 +1,6 @@
 // SGD, AdamW, LARS or LAMB from the config, with the param groups of --no-decay-norm-bias; the
 // warm-up + decay schedule.
-#include "mnddp/train/optim.hpp"
+#include "mnddp/optim/optim.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -10,10 +10,10 @@
 #include <stdexcept>
 
 #include "mnddp/error.hpp"
-#include "mnddp/train/fused_adamw.hpp"
-#include "mnddp/train/fused_sgd.hpp"
-#include "mnddp/train/lamb.hpp"
-#include "mnddp/train/lars.hpp"
+#include "mnddp/optim/fused_adamw.hpp"
+#include "mnddp/optim/fused_sgd.hpp"
+#include "mnddp/optim/lamb.hpp"
+#include "mnddp/optim/lars.hpp"
 
 namespace mnddp {
 

@@ -12,8 +12,8 @@
 
 #include <optional>
 
-#include "mnddp/train/checks_gradients.hpp"
-#include "mnddp/train/device_gated_optimizer.hpp"
+#include "mnddp/optim/checks_gradients.hpp"
+#include "mnddp/optim/device_gated_optimizer.hpp"
 
 namespace mnddp {
 
