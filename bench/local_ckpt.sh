@@ -5,8 +5,8 @@
 # build directory's file system ("fs"); each asynchronously (the default) and synchronously
 # (--checkpoint-async false, where the step waits for the whole write). Prints, per model, the
 # median step time of each, the overhead of local checkpoints every 10 steps against none, and the
-# stall per checkpoint: what a synchronous one adds to a run, and what an asynchronous one blocks
-# (the run summary's own measure).
+# stall per checkpoint: how long training was blocked for each (the run summary's own measure: the
+# snapshot when asynchronous, the whole write when synchronous).
 # Usage: bench/local_ckpt.sh [rounds] [model...]     (default: 3 convnet resnet18)
 set -euo pipefail
 source "$(dirname "$0")/../scripts/common.sh"
@@ -62,18 +62,15 @@ for model in "${models[@]}"; do
     echo "$model round $round: step s none${step[none]##* } local${step[local]##* } fs${step[fs]##* }" \
       "local-sync${step[local-sync]##* } fs-sync${step[fs-sync]##* }"
   done
-  "$python" - "$model" "$steps" "${step[none]}" "${step[local]}" "${step[fs]}" "${step[local-sync]}" \
-    "${step[fs-sync]}" "${blocked[local]}" "${blocked[fs]}" <<'PY'
+  "$python" - "$model" "${step[none]}" "${step[local]}" "${step[fs]}" "${blocked[local]}" "${blocked[fs]}" \
+    "${blocked[local-sync]}" "${blocked[fs-sync]}" <<'PY'
 import statistics as st, sys
-model, steps = sys.argv[1], int(sys.argv[2])
-none, local, fs, local_sync, fs_sync, blocked_local, blocked_fs = (
-    [float(v) for v in a.split()] for a in sys.argv[3:10])
+model = sys.argv[1]
+none, local, fs, b_local, b_fs, b_local_sync, b_fs_sync = ([float(v) for v in a.split()] for a in sys.argv[2:9])
 m = st.median
-checkpoints = steps // 10
 print(f"{model}: step {m(none)*1e3:.0f} ms without checkpoints; node-local every 10 steps: {m(local)*1e3:.0f} ms "
       f"({(m(local)/m(none)-1)*100:+.1f}%); file system every 10: {m(fs)*1e3:.0f} ms ({(m(fs)/m(none)-1)*100:+.1f}%)")
-print(f"{model}: stall per checkpoint, synchronous: node-local {(m(local_sync)-m(none))*steps/checkpoints:.3f} s, "
-      f"file system {(m(fs_sync)-m(none))*steps/checkpoints:.3f} s; asynchronous (blocked): node-local "
-      f"{m(blocked_local):.3f} s, file system {m(blocked_fs):.3f} s")
+print(f"{model}: training blocked per checkpoint: node-local {m(b_local)*1e3:.1f} ms (synchronous "
+      f"{m(b_local_sync)*1e3:.1f} ms), file system {m(b_fs)*1e3:.1f} ms (synchronous {m(b_fs_sync)*1e3:.1f} ms)")
 PY
 done
