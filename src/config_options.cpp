@@ -220,7 +220,9 @@ std::vector<OptionSpec> build_table() {
         "when the job fails (error, crash, hang, desync), every rank that can still act appends its record here "
         "(recent collectives, step, threads' activities and stacks); 'mnddp incident FILE' explains it; empty: off",
         any_text());
-  t.choice("log-level", &C::log_level, "log level of rank 0 (other ranks log warnings and errors)");
+  t.choice("log-level", &C::log_level,
+           "log level of rank 0 (other ranks log warnings and errors); warn and error also leave out the end-of-run "
+           "summary table (the metrics file keeps it)");
   t.add("log-all-ranks", &C::log_all_ranks, "every rank logs at log-level, not only rank 0", Check<bool>{});
   t.choice("progress", &C::progress,
            "bar: rank 0 redraws one progress line (step, epoch, ETA, samples/s, loss, data wait) in place of the "
@@ -229,6 +231,10 @@ std::vector<OptionSpec> build_table() {
         "write a Chrome-trace/Perfetto timeline per rank into this directory (rank-NNNNN.trace.json: data wait, "
         "forward, backward, optimizer, each all-reduce, checkpoints, validation); 'mnddp trace merge DIR' joins "
         "them; empty: off",
+        any_text());
+  t.add("plan", &C::plan_file,
+        "a plan file from 'mnddp plan --json FILE': the end-of-run summary prints its prediction for this run's "
+        "ranks and nodes beside the measured step time; empty: off",
         any_text());
   t.add("tensorboard", &C::tensorboard_dir,
         "rank 0 writes TensorBoard scalars into this directory (loss, lr, samples/s, data-wait and "

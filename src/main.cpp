@@ -30,6 +30,7 @@
 #include "mnddp/log.hpp"
 #include "mnddp/observe/startup_breakdown.hpp"
 #include "mnddp/observe/trace_merge.hpp"
+#include "mnddp/plan/plan_command.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/program_options_message.hpp"
 #include "mnddp/runtime.hpp"
@@ -57,6 +58,9 @@ constexpr const char* kUsage =
     "  preflight check devices, data files, the checkpoint directory and the links between ranks before\n"
     "            training (under mpirun or srun, with the train options; exit code 5 and --exclude= hosts\n"
     "            on a failure)\n"
+    "  plan      predict the step time, scaling efficiency and memory per GPU on 1 to 128 nodes from a\n"
+    "            few steps measured on one rank, and advise bucket size, --zero stage, node count and\n"
+    "            checkpoint interval (with the train options; 'mnddp plan --help')\n"
     "  incident  incident FILE: explain a failed job from its --incident-file (which rank, doing what)\n"
     "  version   print the versions mnddp was built with\n\n"
     "'mnddp train --help' lists every training option.\n";
@@ -89,18 +93,6 @@ TrainingConfig agree_on_config(Communicator& comm, const std::vector<std::string
   broadcast_string(comm, ini, 0);
   action = static_cast<Action>(chosen);
   return parse_ini_text(ini);
-}
-
-// The rank's torch threads (returned) and whether its channel threads may poll: the same for
-// training and evaluation. (Decode threads resolve where the reader is made: reader_options.)
-int configure_threads(const TrainingConfig& config, const RankInfo& rank) {
-  const Environment env = environment_from_process();
-  const int threads = resolve_threads(config.threads, rank, env);
-  at::set_num_threads(threads);
-  if (config.deterministic) keep_matrix_products_thread_invariant();
-  at::set_num_interop_threads(1);
-  set_channel_spin(spare_core_per_rank(threads, rank, env));
-  return threads;
 }
 
 void log_rank_table(Communicator& comm, const RankInfo& rank, const Trainer& trainer, int threads) {
@@ -178,7 +170,7 @@ int train(Runtime& runtime, Watchdog& watchdog, const std::vector<std::string>& 
   IncidentRecorder::configure(rank, config.incident_file, run_id);
 
   if (config.deterministic) make_deterministic();  // before any torch computation, and MKL's first call
-  const int threads = configure_threads(config, rank);
+  const int threads = configure_threads(config.threads, config.deterministic, rank);
   process_startup().mark("config");
   if (rank.is_root()) spdlog::debug("host memory: {}", host_allocator_name());
 
@@ -260,7 +252,7 @@ int evaluate(Runtime& runtime, Watchdog& watchdog, std::vector<std::string> args
   watchdog.set_timeout(config.collective_timeout);
   set_debug_collectives(config.debug_collectives);
   if (config.deterministic) make_deterministic();
-  configure_threads(config, rank);
+  configure_threads(config.threads, config.deterministic, rank);
 
   const CheckpointEvaluation eval = evaluate_checkpoint(config, checkpoint, rank, world);
   if (rank.is_root()) {
@@ -322,7 +314,7 @@ int main(int argc, char** argv) {
       return e.exit_code();
     }
   }
-  if (args[0] != "train" && args[0] != "eval" && args[0] != "preflight") {
+  if (args[0] != "train" && args[0] != "eval" && args[0] != "preflight" && args[0] != "plan") {
     std::fprintf(stderr, "mnddp: error: unknown command '%s' (try 'mnddp --help')\n", args[0].c_str());
     return kExitUsage;
   }
@@ -341,6 +333,7 @@ int main(int argc, char** argv) {
     h5_silence_default_errors();
     const int code = command == "eval"        ? evaluate(*runtime, *watchdog, args)
                      : command == "preflight" ? preflight_command(*runtime, *watchdog, args)
+                     : command == "plan"      ? plan_command(*runtime, *watchdog, args)
                                               : train(*runtime, *watchdog, args);
     IncidentRecorder::withdraw_signal_record();  // the run ended as it should: a SIGTERM's record was no incident
     Watchdog::arm_exit_deadline(kShutdownSeconds, code);

@@ -23,7 +23,19 @@ enum class Backend { Auto, Nccl, Mpi };                    // --backend: what ca
 enum class DeviceRequest { Auto, Cpu, Cuda };              // --device
 enum class OptimizerKind { Sgd, AdamW, Lars, Lamb };       // --optimizer
 enum class LrSchedule { Constant, Cosine, Step, Linear };  // --lr-schedule
-enum class ModelKind { Mlp, ConvNet, Resnet18, Resnet34, Resnet50, Cnn3d, Vit, Gpt, Torchscript };  // --model
+enum class ModelKind {
+  Mlp,
+  ConvNet,
+  Resnet18,
+  Resnet34,
+  Resnet50,
+  Resnet101,
+  Resnet152,
+  Cnn3d,
+  Vit,
+  Gpt,
+  Torchscript
+};                                                           // --model
 enum class Stem { Auto, Cifar, Imagenet };                   // --stem: a ResNet's first layers
 enum class MemoryLayout { Auto, Contiguous, ChannelsLast };  // --memory-format: of 4-D weights and activations
 enum class TaskKind { Classification, Regression, Lm };      // --task
@@ -99,6 +111,8 @@ struct ChoiceNames<ModelKind> {
                                     named(ModelKind::Resnet18, "resnet18"),
                                     named(ModelKind::Resnet34, "resnet34"),
                                     named(ModelKind::Resnet50, "resnet50"),
+                                    named(ModelKind::Resnet101, "resnet101"),
+                                    named(ModelKind::Resnet152, "resnet152"),
                                     named(ModelKind::Cnn3d, "cnn3d"),
                                     named(ModelKind::Vit, "vit"),
                                     named(ModelKind::Gpt, "gpt"),

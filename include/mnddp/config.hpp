@@ -120,6 +120,7 @@ struct TrainingConfig {
   ProgressMode progress = ProgressMode::Auto;  // auto: a bar when rank 0's stdout is a terminal
   std::string trace_dir;                       // one Chrome-trace JSON per rank; empty: off
   std::string tensorboard_dir;                 // rank 0's TensorBoard scalars; empty: off
+  std::string plan_file;                       // mnddp plan --json's file: the summary's prediction; empty: off
 
   // --- distributed ---
   Backend backend = Backend::Auto;

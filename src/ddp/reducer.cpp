@@ -90,14 +90,12 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
   names_ = std::move(kept_names);
   if (params_.empty()) throw UsageError("DDP: the model has no trainable parameters");
 
-  std::vector<std::size_t> bytes;
-  std::vector<int> keys;
   for (const auto& p : params_) {
-    bytes.push_back(static_cast<std::size_t>(p.numel()) * p.element_size());
-    keys.push_back(static_cast<int>(p.scalar_type()) * 1024 + static_cast<int>(p.device().type()) * 64 +
-                   static_cast<int>(p.device().index() + 1));
+    bytes_.push_back(static_cast<std::size_t>(p.numel()) * p.element_size());
+    keys_.push_back(static_cast<int>(p.scalar_type()) * 1024 + static_cast<int>(p.device().type()) * 64 +
+                    static_cast<int>(p.device().index() + 1));
   }
-  plan_ = plan_buckets(bytes, keys, options_.limits);
+  plan_ = plan_buckets(bytes_, keys_, options_.limits);
   // One rank, no compression: the mean over ranks is each gradient itself, so there is nothing to
   // stage, reduce or copy back, and autograd's gradients stay where it put them (as torch's
   // zero_grad(set_to_none) leaves them: no fill, no accumulation pass, no copy).
@@ -206,8 +204,15 @@ void Reducer::prepare_for_backward(const at::Tensor& loss) {
   launch_complete_buckets();
 }
 
+void Reducer::log_ready_times(std::vector<std::chrono::steady_clock::time_point>* times) {
+  std::lock_guard lock(mutex_);
+  ready_times_ = times;
+  if (times != nullptr) times->assign(params_.size(), {});
+}
+
 void Reducer::mark_ready(std::size_t index) {
   std::lock_guard lock(mutex_);
+  if (ready_times_ != nullptr) (*ready_times_)[index] = std::chrono::steady_clock::now();
   // Use counts across no_sync micro-steps (PyTorch's local_used_map does the same).
   locally_used_[index] = true;
   if (!sync_ || solo_) return;

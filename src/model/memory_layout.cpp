@@ -18,7 +18,7 @@ bool wants_channels_last(MemoryLayout requested, ModelKind kind, bool on_cpu, bo
       break;
   }
   const bool conv2d = kind == ModelKind::ConvNet || kind == ModelKind::Resnet18 || kind == ModelKind::Resnet34 ||
-                      kind == ModelKind::Resnet50;
+                      kind == ModelKind::Resnet50 || kind == ModelKind::Resnet101 || kind == ModelKind::Resnet152;
   return conv2d && (on_cpu || half_precision) && !deterministic;
 }
 

@@ -47,7 +47,9 @@ std::shared_ptr<Model> make_model(const ModelSpec& spec) {
       return make_convnet(as_image(spec));
     case ModelKind::Resnet18:
     case ModelKind::Resnet34:
-    case ModelKind::Resnet50: {
+    case ModelKind::Resnet50:
+    case ModelKind::Resnet101:
+    case ModelKind::Resnet152: {
       const ModelSpec image = as_image(spec);
       const bool small = image.input_shape[1] <= kCifarStemMaxSide && image.input_shape[2] <= kCifarStemMaxSide;
       return make_resnet(image, spec.stem == Stem::Cifar || (spec.stem == Stem::Auto && small));

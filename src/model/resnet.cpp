@@ -1,4 +1,4 @@
-// ResNet-18/34/50 in torchvision's layout (parameter names included: conv1, bn1, layer1.0.conv1,
+// ResNet-18/34/50/101/152 in torchvision's layout (parameter names included: conv1, bn1, layer1.0.conv1,
 // layer2.0.downsample.0, fc, ...) and initialisation (Kaiming-normal convolutions, fan-out; BatchNorm
 // weights 1, biases 0), so the counts equal torchvision's: resnet18 at 1000 classes has 11,689,512
 // parameters, resnet50 25,557,032. ResNet-50 is v1.5 (the stride in the 3x3 convolution). The
@@ -152,6 +152,10 @@ std::shared_ptr<Model> make_resnet(const ModelSpec& spec, bool cifar_stem) {
       return std::make_shared<ResNet>(spec, std::vector<int>{3, 4, 6, 3}, false, cifar_stem);
     case ModelKind::Resnet50:
       return std::make_shared<ResNet>(spec, std::vector<int>{3, 4, 6, 3}, true, cifar_stem);
+    case ModelKind::Resnet101:
+      return std::make_shared<ResNet>(spec, std::vector<int>{3, 4, 23, 3}, true, cifar_stem);
+    case ModelKind::Resnet152:
+      return std::make_shared<ResNet>(spec, std::vector<int>{3, 8, 36, 3}, true, cifar_stem);
     default:
       throw std::logic_error("make_resnet: not a ResNet");
   }

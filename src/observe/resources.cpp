@@ -4,8 +4,12 @@
 #include <fmt/format.h>
 #include <hdf5.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <string>
+#include <string_view>
 
 #include "mnddp/comm/collective_tracker.hpp"
 #include "mnddp/h5/h5_handle.hpp"
@@ -36,5 +40,20 @@ std::string to_string(const ResourceCounts& counts) {
   return fmt::format("{} open files, {} threads, {} communicators, {} HDF5 objects", counts.open_files, counts.threads,
                      counts.communicators, counts.hdf5_objects);
 }
+
+namespace {
+
+double status_bytes(std::string_view key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.starts_with(key)) return std::strtod(line.c_str() + key.size(), nullptr) * 1024.0;  // "kB"
+  return 0.0;
+}
+
+}  // namespace
+
+double resident_bytes() { return status_bytes("VmRSS:"); }
+double peak_resident_bytes() { return status_bytes("VmHWM:"); }
 
 }  // namespace mnddp

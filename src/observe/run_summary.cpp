@@ -1,7 +1,10 @@
 // The end-of-run table: this rank's timings gathered to rank 0 in one all-gather, then printed.
 #include "mnddp/observe/run_summary.hpp"
 
+#include "mnddp/observe/resources.hpp"
+
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -102,6 +105,7 @@ void RunSummary::checkpoint_blocked(std::int64_t, Clock::time_point begin, Clock
 
 void RunSummary::run_finished(const RunOutcome& outcome) {
   const double training = seconds(started_, Clock::now());
+  peak_rss_ = peak_resident_bytes();
   const StartupBreakdown& startup = process_startup();
   const auto startup_phases = startup.phases();
 
@@ -159,7 +163,8 @@ void RunSummary::run_finished(const RunOutcome& outcome) {
   f.hosts = std::move(hosts);
 
   text_ = table(f, outcome);
-  std::fputs(text_.c_str(), stdout);
+  // --log-level warn or error: warnings and errors only, so no table (the metrics file keeps it).
+  if (spdlog::should_log(spdlog::level::info)) std::fputs(text_.c_str(), stdout);
   std::fflush(stdout);
   metrics_.write_line(record(f, outcome));
 }
@@ -203,6 +208,15 @@ std::string RunSummary::table(const Figures& f, const RunOutcome& outcome) const
   const std::string advice = checkpoint_advice_text(outcome.checkpoint_costs, outputs_.mtbf_hours, f.step,
                                                     outputs_.local_checkpoint_interval, outputs_.checkpoint_interval);
   if (!advice.empty()) t += fmt::format("  interval       {}\n", advice);
+  if (outputs_.predicted_step_s > 0 && f.step > 0)
+    t += fmt::format("  plan           predicted {:.2f} ms a step on {} ({}), measured {:.2f} ms: {:+.1f}%{}\n",
+                     outputs_.predicted_step_s * 1e3, outputs_.rank_layout, outputs_.plan_network, f.step * 1e3,
+                     100.0 * (outputs_.predicted_step_s / f.step - 1.0),
+                     outputs_.predicted_memory_bytes > 0 && peak_rss_ > 0
+                         ? fmt::format("; memory a rank predicted {:.0f} MiB, rank 0's peak {:.0f} MiB: {:+.1f}%",
+                                       outputs_.predicted_memory_bytes / (1 << 20), peak_rss_ / (1 << 20),
+                                       100.0 * (outputs_.predicted_memory_bytes / peak_rss_ - 1.0))
+                         : "");
   if (!outputs_.metrics_file.empty())
     t += fmt::format("  metrics        {} (this table too: kind \"summary\")\n", outputs_.metrics_file);
   if (!outputs_.tensorboard_dir.empty())
@@ -261,6 +275,12 @@ std::string RunSummary::record(const Figures& f, const RunOutcome& outcome) cons
                           {"advised_interval_s", advice.seconds},
                           {"advised_interval_steps", advice.steps}};
   };
+  if (outputs_.predicted_step_s > 0)
+    j["plan"] = {{"predicted_step_s", outputs_.predicted_step_s},
+                 {"measured_step_s", f.step},
+                 {"predicted_memory_bytes", outputs_.predicted_memory_bytes},
+                 {"peak_resident_bytes", peak_rss_},
+                 {"network", outputs_.plan_network}};
   j["checkpoints"] = {{"mtbf_h", outputs_.mtbf_hours},
                       {"local", level_record(outcome.checkpoint_costs.local)},
                       {"file_system", level_record(outcome.checkpoint_costs.file_system)}};

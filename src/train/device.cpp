@@ -1,6 +1,7 @@
 // Device and thread selection for one rank.
 #include "mnddp/train/device.hpp"
 
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/cuda.h>
@@ -10,8 +11,10 @@
 #include <thread>
 
 #include "mnddp/build_config.hpp"
+#include "mnddp/comm/mpi_comm.hpp"
 #include "mnddp/device_binding.hpp"
 #include "mnddp/error.hpp"
+#include "mnddp/train/determinism.hpp"
 #include "mnddp/train/torch_cuda.hpp"
 
 namespace mnddp {
@@ -64,6 +67,16 @@ int resolve_threads(int requested, const RankInfo& rank, const Environment& env)
   if (auto n = env_int(env, "SLURM_CPUS_PER_TASK"); n && *n > 0) return static_cast<int>(*n);
   if (auto n = env_int(env, "OMP_NUM_THREADS"); n && *n > 0) return static_cast<int>(*n);
   return cores_per_rank(rank);
+}
+
+int configure_threads(int requested, bool deterministic, const RankInfo& rank) {
+  const Environment env = environment_from_process();
+  const int threads = resolve_threads(requested, rank, env);
+  at::set_num_threads(threads);
+  if (deterministic) keep_matrix_products_thread_invariant();
+  at::set_num_interop_threads(1);
+  set_channel_spin(spare_core_per_rank(threads, rank, env));
+  return threads;
 }
 
 }  // namespace mnddp

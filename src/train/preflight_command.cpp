@@ -26,6 +26,7 @@
 #include "mnddp/data/data_paths.hpp"
 #include "mnddp/data/shard_index.hpp"
 #include "mnddp/diagnose/link_test.hpp"
+#include "mnddp/diagnose/network_measure.hpp"
 #include "mnddp/error.hpp"
 #include "mnddp/exit_codes.hpp"
 #include "mnddp/log.hpp"
@@ -45,6 +46,7 @@ struct PreflightOptions {
   double link_mb = 16.0;
   double slow_below = 0.5;
   int slow_rank = -1;
+  std::string save_network;  // mnddp plan's --network file
 };
 
 // Takes preflight's own options out of `args`; the rest, in their order, are train options (parsed
@@ -54,7 +56,7 @@ PreflightOptions take_preflight_options(std::vector<std::string>& args) {
   PreflightOptions options;
   po::options_description own;
   own.add_options()("link-mb", po::value(&options.link_mb))("slow-below", po::value(&options.slow_below))(
-      "inject-slow-rank", po::value(&options.slow_rank));
+      "inject-slow-rank", po::value(&options.slow_rank))("save-network", po::value(&options.save_network));
   const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
   try {
     const po::parsed_options parsed =
@@ -156,12 +158,21 @@ int preflight_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::str
           "Exit code 0 when fit, 5 otherwise, with the nodes to leave out as --exclude=NODES.\n"
           "  --link-mb MB         bytes per transfer of the link test (default 16)\n"
           "  --slow-below F       a link is slow under F times the median of its kind (default 0.5)\n"
+          "  --save-network FILE  also measure latency and bandwidth by message size within and across\n"
+          "                       nodes, and write them as 'mnddp plan --network FILE' reads them\n"
           "  --inject-slow-rank R testing aid: rank R waits before each transfer (0.5 s, or\n"
           "                       ten times its longest transfer of the round if longer)\n");
     return kExitOk;
   }
   PreflightOptions options;
-  on_all_then_agree(world, [&] { options = take_preflight_options(args); });
+  on_all_then_agree(world, [&] {
+    options = take_preflight_options(args);
+    if (!options.save_network.empty() && rank.world_size < 2)
+      throw UsageError(
+          fmt::format("mnddp preflight: --save-network '{}' measures links between ranks: launch 2 or more "
+                      "(a node's ranks, and 2 nodes for the network between them)",
+                      options.save_network));
+  });
   std::string ini;
   on_root_then_agree(world, [&] { ini = to_ini(parse_command_line(args, environment_from_process()).config); });
   broadcast_string(world, ini, 0);
@@ -190,6 +201,7 @@ int preflight_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::str
   Backend backend = Backend::Mpi;
   LinkJudgement links;
   LinkTestOptions link;
+  NetworkProfile network;
   link.bytes = static_cast<std::size_t>(options.link_mb * (1 << 20));
   link.slow_rank = options.slow_rank;
   if (device_failed == 0) {
@@ -202,6 +214,17 @@ int preflight_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::str
     at::Tensor recv = at::empty({static_cast<std::int64_t>(link.bytes)}, buffer_options);
     links = judge_links_twice([&] { return measure_links(*comm, world, send.data_ptr(), recv.data_ptr(), link); },
                               hosts, link.bytes, options.slow_below);
+    if (!options.save_network.empty()) {
+      network = measure_network(*comm, world, send.data_ptr(), recv.data_ptr(), link.bytes, hosts, rank,
+                                backend == Backend::Nccl ? CollectiveLibrary::Nccl : CollectiveLibrary::Mpi);
+      on_root_then_agree(world, [&] {
+        if (!rank.is_root()) return;
+        std::ofstream out(options.save_network);
+        out << network_profile_json(network);
+        if (!out.flush())
+          throw UsageError(fmt::format("mnddp preflight: --save-network '{}' cannot be written", options.save_network));
+      });
+    }
   }
 
   const auto lines = allgather_strings(
@@ -225,6 +248,11 @@ int preflight_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::str
           "across nodes\n",
           options.link_mb, gbps(links.ring_median_gbps), gbps(links.ring_min_gbps), links.ring_min_rank,
           gbps(links.pair_median_same_host), gbps(links.pair_median_cross_host));
+    if (!options.save_network.empty() && device_failed == 0)
+      text += fmt::format(
+          "  network: within a node {:.1f} us a hop, {:.2f} GB/s; across nodes {:.1f} us, {:.2f} GB/s: written to {}\n",
+          network.intra.latency_s * 1e6, network.intra.bandwidth_Bps / 1e9, network.inter.latency_s * 1e6,
+          network.inter.bandwidth_Bps / 1e9, options.save_network);
     for (const auto& l : links.slow)
       text += fmt::format("  slow link: rank {} ({}) - rank {} ({}): {:.3f} GB/s against a median of {:.2f} {}{}\n",
                           l.a, hosts[l.a], l.b, hosts[l.b], l.gbps, l.median_gbps,

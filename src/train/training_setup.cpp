@@ -24,6 +24,7 @@
 #include "mnddp/observe/tensorboard.hpp"
 #include "mnddp/observe/trace_observer.hpp"
 #include "mnddp/optim/optim.hpp"
+#include "mnddp/plan/plan_inputs.hpp"
 #include "mnddp/preemption.hpp"
 #include "mnddp/train/resume_plan.hpp"
 #include "training_run.hpp"
@@ -169,6 +170,8 @@ CheckpointerOptions checkpointer_options(const TrainingConfig& config) {
 
 // The interval log, the progress bar (rank 0), the trace (--trace: collective), TensorBoard (rank
 // 0) and the summary, in the order they hear each event (the bar's last line before the table).
+void predict_from_plan(const TrainingRun& r, SummaryOutputs& outputs);
+
 void add_observers(TrainingRun& r) {
   const TrainingConfig& c = r.config;
   const bool bar = r.rank.is_root() &&
@@ -210,9 +213,33 @@ void add_observers(TrainingRun& r) {
   outputs.mtbf_hours = c.mtbf_hours;
   outputs.local_checkpoint_interval = c.local_checkpoint_interval;
   outputs.checkpoint_interval = c.checkpoint_interval;
+  outputs.rank_layout = fmt::format("{} rank{} on {} node{}", r.rank.world_size, r.rank.world_size == 1 ? "" : "s",
+                                    r.rank.node_count, r.rank.node_count == 1 ? "" : "s");
+  if (!c.plan_file.empty()) predict_from_plan(r, outputs);
   auto summary = std::make_unique<RunSummary>(r.control, outputs, r.rank.host);
   summary->set_straggler_watch(stragglers);
   r.observers.add(std::move(summary));
+}
+
+// --plan FILE: mnddp plan's prediction for this run's layout and settings, for the summary to print
+// beside what the run measures. A file that does not load is refused at start-up, on every rank.
+void predict_from_plan(const TrainingRun& r, SummaryOutputs& outputs) {
+  const TrainingConfig& c = r.config;
+  PlanInputs plan;
+  on_root_then_agree(r.control, [&] { plan = load_plan_inputs(c.plan_file); });
+  if (!r.rank.is_root()) return;
+  const Topology layout{r.rank.node_count, r.rank.local_size};
+  StepOptions options;
+  options.buckets = BucketLimits{static_cast<std::size_t>(c.first_bucket_mb * (1 << 20)),
+                                 static_cast<std::size_t>(c.bucket_cap_mb * (1 << 20))};
+  options.zero_stage = static_cast<int>(c.zero);
+  options.gradient_bytes_factor = c.grad_compression == GradCompression::None ? 1.0 : 0.5;
+  outputs.predicted_step_s = predict_step(plan.step, plan.network, layout, options).step_s;
+  outputs.predicted_memory_bytes = predict_memory(plan.memory, layout.ranks(), options.zero_stage).total();
+  outputs.plan_network = plan.network.name;
+  if (plan.batch_per_rank != c.batch_size * c.grad_accum_steps)
+    spdlog::warn("--plan '{}' measured a batch of {} a rank; this run's is {}: its prediction is for the other batch",
+                 c.plan_file, plan.batch_per_rank, c.batch_size * c.grad_accum_steps);
 }
 
 // --local-checkpoint-dir: refused now, on every rank, when two node-local checkpoints would not fit on

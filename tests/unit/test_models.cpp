@@ -34,6 +34,8 @@ TEST(ResNet, ParameterCountsEqualTorchvisions) {
   EXPECT_EQ(parameter_count(*make_model(resnet(ModelKind::Resnet18, {3, 224, 224}, 1000))), 11689512);
   EXPECT_EQ(parameter_count(*make_model(resnet(ModelKind::Resnet34, {3, 224, 224}, 1000))), 21797672);
   EXPECT_EQ(parameter_count(*make_model(resnet(ModelKind::Resnet50, {3, 224, 224}, 1000))), 25557032);
+  EXPECT_EQ(parameter_count(*make_model(resnet(ModelKind::Resnet101, {3, 224, 224}, 1000))), 44549160);
+  EXPECT_EQ(parameter_count(*make_model(resnet(ModelKind::Resnet152, {3, 224, 224}, 1000))), 60192808);
   // The CIFAR stem (3x3 instead of 7x7 on 3 channels: 7680 fewer weights), chosen for 32x32 images:
   // the well-known 11,173,962 of ResNet-18 on CIFAR-10.
   EXPECT_EQ(parameter_count(*make_model(resnet(ModelKind::Resnet18, {3, 32, 32}, 10))), 11173962);

@@ -98,6 +98,13 @@ class Reducer {
   // Called by the gradient-accumulator hooks.
   void mark_ready(std::size_t index);
 
+  // mnddp plan: each parameter's gradient-ready time of the last backward pass goes to `times`
+  // (resized to parameters().size(); nullptr stops it). Every backward, synchronised or not.
+  void log_ready_times(std::vector<std::chrono::steady_clock::time_point>* times);
+  // Each parameter's bucket key (dtype and device) and gradient bytes, as the plan groups them.
+  const std::vector<int>& bucket_keys() const { return keys_; }
+  const std::vector<std::size_t>& gradient_bytes() const { return bytes_; }
+
  private:
   struct Bucket;
   void begin_step();  // caller holds mutex_
@@ -128,6 +135,9 @@ class Reducer {
   Communicator& comm_;
   ReducerOptions options_;
   std::vector<std::vector<std::size_t>> plan_;
+  std::vector<std::size_t> bytes_;  // per parameter, what plan_ was made from
+  std::vector<int> keys_;
+  std::vector<std::chrono::steady_clock::time_point>* ready_times_ = nullptr;
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<std::size_t> bucket_of_;               // parameter -> bucket
   std::vector<std::size_t> slot_of_;                 // parameter -> offset in its bucket (elements)

@@ -15,6 +15,11 @@ struct ResourceCounts {
 };
 
 ResourceCounts count_resources();
-std::string to_string(const ResourceCounts& counts);  // "12 open files, 7 threads, 3 communicators, 6 HDF5 objects"
+std::string to_string(const ResourceCounts& counts);
+
+// The process's resident set from /proc/self/status, in bytes: now (VmRSS) and its peak (VmHWM);
+// 0 where the kernel does not say.
+double resident_bytes();
+double peak_resident_bytes();  // "12 open files, 7 threads, 3 communicators, 6 HDF5 objects"
 
 }  // namespace mnddp

@@ -30,6 +30,11 @@ struct SummaryOutputs {
   double mtbf_hours = 24.0;  // --mtbf, for the checkpoint interval advice
   std::int64_t local_checkpoint_interval = 0;
   std::int64_t checkpoint_interval = 0;
+  // --plan: what mnddp plan predicted for this run's ranks and nodes (0: no prediction).
+  double predicted_step_s = 0.0;
+  double predicted_memory_bytes = 0.0;  // per rank (a CPU run: compared with rank 0's peak resident set)
+  std::string plan_network = {};        // the network profile the prediction used
+  std::string rank_layout = {};         // "4 ranks on 1 node"
 };
 
 class RunSummary final : public RunObserver {
@@ -88,6 +93,7 @@ class RunSummary final : public RunObserver {
   MetricsWriter metrics_;  // rank 0: the summary as a line of the metrics file
   RunPlan plan_;
   Clock::time_point started_;
+  double peak_rss_ = 0.0;  // this rank's peak resident set at the end
   PhaseSeconds phases_{};  // this rank's totals
   double step_seconds_ = 0.0;
   std::int64_t steps_timed_ = 0;

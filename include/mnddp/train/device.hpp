@@ -31,6 +31,10 @@ int resolve_threads(int requested, const RankInfo& rank, const Environment& env)
 // on this node.
 bool spare_core_per_rank(int torch_threads, const RankInfo& rank, const Environment& env);
 
+// Sets torch's threads for the run (returned: --threads resolved) and whether the rank's channel
+// threads may poll; under --deterministic, matrix products that do not depend on the thread count.
+int configure_threads(int requested, bool deterministic, const RankInfo& rank);
+
 // --loader-threads 0: the rank's cores (SLURM_CPUS_PER_TASK, else cores / ranks on this node) less
 // `torch_threads`, at least 1.
 int resolve_loader_threads(int requested, int torch_threads, const RankInfo& rank, const Environment& env);

@@ -34,6 +34,8 @@ struct TrainResult {
 };
 
 struct TrainingRun;
+class Reducer;
+class RunObserver;
 struct DeviceBatch;
 struct CheckpointDecision;
 struct TrainingPosition;
@@ -59,6 +61,18 @@ class Trainer {
   std::vector<at::Tensor> buffers() const;  // BatchNorm statistics, in registration order
   std::string device_description() const;   // e.g. "cpu" or "cuda:0 of 4 visible (...)"
   std::string backend() const;              // what carries gradients: "mpi" or "nccl"
+
+  // mnddp plan's view of the run (src/train/trainer_probe.cpp): it hears the loop, logs the
+  // reducer's gradient-ready times, and weighs and times the state.
+  void add_observer(RunObserver& observer);
+  Reducer& reducer();
+  struct StateSizes {
+    double parameters = 0;       // the model's parameters and buffers, bytes
+    double gradients = 0;        // the gradients as the reducer groups them
+    double optimizer_state = 0;  // the optimizer's state (the snapshot less the model)
+    double snapshot_s = 0;       // a copied snapshot of the whole state: what an async checkpoint blocks
+  };
+  StateSizes measure_state();
 
  private:
   // How an epoch ended: `stop` when this invocation ends after it (checkpointed).
