@@ -13,7 +13,7 @@ shift || true
 models=("$@")
 [ $# -gt 0 ] || models=(convnet resnet18 gpt mlp)
 work=$(mktemp -d "${MNDDP_BENCH_DIR:-$MNDDP_BUILD_DIR}/plan-accuracy.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+[ -n "${MNDDP_BENCH_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT  # MNDDP_BENCH_KEEP=1: keep the runs' files
 export OMP_NUM_THREADS=1
 python="$MNDDP_VENV/bin/python"
 bin="$MNDDP_BUILD_DIR/mnddp"

@@ -79,7 +79,7 @@ def main():
          "--shape", "3,96,96", "--classes", "1000", "--overwrite"])
     measured_path = os.path.join(work, "resnet101.measured.json")
     run([mnddp, "plan", "--train-data", f"{data}/train_*.h5", "--val-data", "", "--model", "resnet101",
-         "--stem", "imagenet", "--batch-size", "4", "--optimizer", "sgd", "--momentum", "0.9", "--threads", "2",
+         "--stem", "imagenet", "--num-classes", "1000", "--batch-size", "4", "--optimizer", "sgd", "--momentum", "0.9", "--threads", "2",
          "--plan-steps", "3", "--plan-warmup", "1", "--max-nodes", "1", "--json", measured_path])
     with open(measured_path) as f:
         measured = json.load(f)["inputs"]

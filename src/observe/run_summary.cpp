@@ -83,6 +83,11 @@ void RunSummary::phase(StepPhase phase, Clock::time_point begin, Clock::time_poi
 void RunSummary::step_finished(std::int64_t step, std::int64_t epoch, Clock::time_point begin, Clock::time_point end) {
   step_seconds_ += seconds(begin, end);
   ++steps_timed_;
+  // --plan's comparison: the steps after mnddp plan's warm-up, as the plan measured them.
+  if (steps_timed_ > kPlanWarmupSteps) {
+    steady_seconds_ += seconds(begin, end);
+    ++steady_steps_;
+  }
   last_step_ = step;
   last_epoch_ = epoch;
 }
@@ -208,15 +213,17 @@ std::string RunSummary::table(const Figures& f, const RunOutcome& outcome) const
   const std::string advice = checkpoint_advice_text(outcome.checkpoint_costs, outputs_.mtbf_hours, f.step,
                                                     outputs_.local_checkpoint_interval, outputs_.checkpoint_interval);
   if (!advice.empty()) t += fmt::format("  interval       {}\n", advice);
-  if (outputs_.predicted_step_s > 0 && f.step > 0)
-    t += fmt::format("  plan           predicted {:.2f} ms a step on {} ({}), measured {:.2f} ms: {:+.1f}%{}\n",
-                     outputs_.predicted_step_s * 1e3, outputs_.rank_layout, outputs_.plan_network, f.step * 1e3,
-                     100.0 * (outputs_.predicted_step_s / f.step - 1.0),
-                     outputs_.predicted_memory_bytes > 0 && peak_rss_ > 0
-                         ? fmt::format("; memory a rank predicted {:.0f} MiB, rank 0's peak {:.0f} MiB: {:+.1f}%",
-                                       outputs_.predicted_memory_bytes / (1 << 20), peak_rss_ / (1 << 20),
-                                       100.0 * (outputs_.predicted_memory_bytes / peak_rss_ - 1.0))
-                         : "");
+  const double steady = steady_step_s();
+  if (outputs_.predicted_step_s > 0 && steady > 0)
+    t += fmt::format(
+        "  plan           predicted {:.2f} ms a step on {} ({}), measured {:.2f} ms after {} steps: {:+.1f}%{}\n",
+        outputs_.predicted_step_s * 1e3, outputs_.rank_layout, outputs_.plan_network, steady * 1e3, kPlanWarmupSteps,
+        100.0 * (outputs_.predicted_step_s / steady - 1.0),
+        outputs_.predicted_memory_bytes > 0 && peak_rss_ > 0
+            ? fmt::format("; memory a rank predicted {:.0f} MiB, rank 0's peak {:.0f} MiB: {:+.1f}%",
+                          outputs_.predicted_memory_bytes / (1 << 20), peak_rss_ / (1 << 20),
+                          100.0 * (outputs_.predicted_memory_bytes / peak_rss_ - 1.0))
+            : "");
   if (!outputs_.metrics_file.empty())
     t += fmt::format("  metrics        {} (this table too: kind \"summary\")\n", outputs_.metrics_file);
   if (!outputs_.tensorboard_dir.empty())
@@ -277,7 +284,7 @@ std::string RunSummary::record(const Figures& f, const RunOutcome& outcome) cons
   };
   if (outputs_.predicted_step_s > 0)
     j["plan"] = {{"predicted_step_s", outputs_.predicted_step_s},
-                 {"measured_step_s", f.step},
+                 {"measured_step_s", steady_step_s()},
                  {"predicted_memory_bytes", outputs_.predicted_memory_bytes},
                  {"peak_resident_bytes", peak_rss_},
                  {"network", outputs_.plan_network}};

@@ -26,6 +26,10 @@ double compute_sharing_factor(const NetworkProfile& net, Topology t, int threads
   return std::max(1.0, wanted / net.cores_per_node);
 }
 
+bool cores_shared(const NetworkProfile& net, Topology t, int threads) {
+  return net.cores_per_node > 0 && t.ranks() > 1 && t.ranks_per_node * (std::max(1, threads) + 1) > net.cores_per_node;
+}
+
 StepPrediction predict_step(const MeasuredStep& step, const NetworkProfile& net, Topology t,
                             const StepOptions& options) {
   const double share = compute_sharing_factor(net, t, step.threads);
@@ -49,6 +53,9 @@ StepPrediction predict_step(const MeasuredStep& step, const NetworkProfile& net,
   }
   const double backward = step.backward_s * share;
   p.exposed_s = std::max(0.0, simulate_bucket_queue(buckets, collective) - backward);
+  // CPU ranks with no core to spare for their communication thread: it shares the rank's core with
+  // backward (its MPI calls copy, sum and poll on it), so overlap hides nothing.
+  if (cores_shared(net, t, step.threads)) p.exposed_s = p.comm_s;
   // ZeRO: each rank steps its 1/N of the state, then the parameters are all-gathered bucket by
   // bucket (the gradient buckets' sizes), with nothing to hide them behind.
   const int n = t.ranks();

@@ -221,6 +221,7 @@ PlanInputs measure(TrainingConfig config, const PlanOptions& options, const Rank
   if (probe.measured() < 1)
     throw UsageError(fmt::format("mnddp plan: the data gave {} steps, fewer than --plan-warmup {} + 1", result.steps,
                                  options.warmup));
+  const double peak_rss = peak_resident_bytes();  // before the snapshot below adds its copy
   const Trainer::StateSizes state = trainer.measure_state();
 
   PlanInputs in;
@@ -247,7 +248,7 @@ PlanInputs measure(TrainingConfig config, const PlanOptions& options, const Rank
   in.memory.optimizer_state = state.optimizer_state;
   in.memory.bucket_cap = static_cast<double>(in.options.buckets.cap_bytes);
   const bool gpu = result.peak_gpu_mib > 0;
-  in.memory.peak = gpu ? result.peak_gpu_mib * (1 << 20) : peak_resident_bytes();
+  in.memory.peak = gpu ? result.peak_gpu_mib * (1 << 20) : peak_rss;
   in.memory.baseline = gpu ? 0 : baseline;
   if (gpu)
     in.device_memory = static_cast<double>(

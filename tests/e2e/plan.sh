@@ -83,7 +83,7 @@ expect_plan "a plan on the measured network" '^plan: network measured on .* \(2 
 # The training run's summary: the plan's prediction for its own layout beside what it measured.
 run_mpi 2 120 "${DATA[@]}" --max-steps 12 --plan "$WORK/plan.json"
 CASES=$((CASES + 1))
-if [ "$RC" = 0 ] && grep -qE '^  plan +predicted [0-9.]+ ms a step on 2 ranks on 1 node \(h100-nvlink-ib400\), measured [0-9.]+ ms: [-+][0-9.]+%' <<<"$OUT"; then
+if [ "$RC" = 0 ] && grep -qE '^  plan +predicted [0-9.]+ ms a step on 2 ranks on 1 node \(h100-nvlink-ib400\), measured [0-9.]+ ms after 3 steps: [-+][0-9.]+%' <<<"$OUT"; then
   pass "train --plan: $(grep '^  plan ' <<<"$OUT" | sed 's/^ *//')"
 else
   fail "train --plan: rc $RC"$'\n'"$OUT$ERR"

@@ -140,6 +140,22 @@ TEST(PlanStep, CpuRanksSharingCoresComputeSlower) {
   EXPECT_DOUBLE_EQ(compute_sharing_factor(net, {1, 8}, 4), 1.0);
 }
 
+TEST(PlanStep, CpuRanksWithoutASpareCoreHideNoCommunication) {
+  MeasuredStep step;
+  step.forward_s = 0.1;
+  step.backward_s = 0.2;
+  step.gradient_bytes = {4'000'000};
+  step.keys = {0};
+  step.ready_s = {0.0};  // ready at once: the whole all-reduce could hide behind backward
+  NetworkProfile net = simple_network();
+  net.cores_per_node = 8;  // 2 ranks of 1 thread and their communication threads: 4 cores, hidden
+  EXPECT_EQ(predict_step(step, net, {1, 2}, {}).exposed_s, 0.0);
+  net.cores_per_node = 2;  // no core to spare: every collective adds to the step
+  const StepPrediction shared = predict_step(step, net, {1, 2}, {});
+  EXPECT_NEAR(shared.exposed_s, ring_allreduce_seconds(net, {1, 2}, 4e6), 1e-12);
+  EXPECT_NEAR(shared.step_s, 0.3 + shared.exposed_s, 1e-12);
+}
+
 TEST(PlanMemory, ZeroStagesSplitOptimizerStateAndGradients) {
   MeasuredMemory m;
   m.parameters = 400;

@@ -97,6 +97,14 @@ class RunSummary final : public RunObserver {
   PhaseSeconds phases_{};  // this rank's totals
   double step_seconds_ = 0.0;
   std::int64_t steps_timed_ = 0;
+  // This rank's steps after the first kPlanWarmupSteps of the run (mnddp plan's default warm-up),
+  // the step time --plan's prediction is compared with.
+  static constexpr std::int64_t kPlanWarmupSteps = 3;
+  double steady_seconds_ = 0.0;
+  std::int64_t steady_steps_ = 0;
+  double steady_step_s() const {
+    return steady_steps_ > 0 ? steady_seconds_ / static_cast<double>(steady_steps_) : 0.0;
+  }
   std::int64_t last_step_ = 0;
   std::int64_t last_epoch_ = 0;
   double validation_seconds_ = 0.0;

@@ -68,6 +68,10 @@ double simulate_bucket_queue(const std::vector<BucketEvent>& buckets, Collective
 // How much slower a rank computes when its node's ranks share too few cores (1 when they do not).
 double compute_sharing_factor(const NetworkProfile& net, Topology t, int threads);
 
+// True when a node's CPU ranks have no core to spare for their communication threads (each rank
+// needs its torch threads and one more): communication then takes its time from the rank's compute.
+bool cores_shared(const NetworkProfile& net, Topology t, int threads);
+
 StepPrediction predict_step(const MeasuredStep& step, const NetworkProfile& net, Topology t,
                             const StepOptions& options);
 
