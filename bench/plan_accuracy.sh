@@ -59,11 +59,11 @@ for model in models:
         s = [json.loads(l) for l in open(f"{work}/{model}.{np}.jsonl") if '"summary"' in l][-1]
         p = s["plan"]
         e = p["predicted_step_s"] / p["measured_step_s"] - 1
-        m = p["predicted_memory_bytes"] / p["peak_resident_bytes"] - 1
+        m = p["predicted_memory_bytes"] / p["peak_bytes"] - 1
         steps.append(abs(e))
         memory.append(abs(m))
         print(f"{model:10} {np:>5} {p['predicted_step_s']*1e3:>8.1f}ms {p['measured_step_s']*1e3:>8.1f}ms {e:>+7.1%}   "
-              f"{p['predicted_memory_bytes']/2**20:>9.0f}MiB {p['peak_resident_bytes']/2**20:>6.0f}MiB {m:>+7.1%}")
+              f"{p['predicted_memory_bytes']/2**20:>9.0f}MiB {p['peak_bytes']/2**20:>6.0f}MiB {m:>+7.1%}")
 print(f"step time: median error {statistics.median(steps):.1%}, worst {max(steps):.1%} over {len(steps)} runs")
 print(f"memory:    median error {statistics.median(memory):.1%}, worst {max(memory):.1%}")
 PY

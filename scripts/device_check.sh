@@ -13,6 +13,8 @@
 #   equivalence  2-rank training, NCCL against MPI, per-step losses under --deterministic, 8 settings
 #   failures     a stopped, a killed and a stalled rank: exit 4 within --collective-timeout + 30 s,
 #                no SIGSEGV, an incident record from every live rank
+#   plan         mnddp plan of ResNet-18 on the GPU, then a 1-rank run with --plan: the predicted step
+#                and memory (the allocator's peak) within 20% of what the run measured
 #   bench        mnddp against PyTorch eager (1 rank) and torchrun DDP (2 ranks), bf16, ConvNet,
 #                ResNet-18, GPT-small: samples/s, ratio, peak memory, host waits per step
 #
@@ -28,7 +30,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 dry_run=0
-stages="versions,unpack,build,gpu-tests,identity,nccl-pair,equivalence,failures,bench"
+stages="versions,unpack,build,gpu-tests,identity,nccl-pair,equivalence,failures,plan,bench"
 while (($#)); do
   case $1 in
     --dry-run) dry_run=1 ;;
@@ -240,6 +242,7 @@ if wanted equivalence; then
   if ((pair_ok)); then stage_runs equivalence 150; else row equivalence skip "NCCL refused the two-rank world"; fi
 fi
 if wanted failures; then stage_runs failures 100; fi
+if wanted plan; then stage_runs plan 90; fi
 
 # --- bench ----------------------------------------------------------------------------------------
 if wanted bench && fits bench 90; then

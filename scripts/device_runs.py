@@ -6,7 +6,9 @@
                --deterministic: plain, --sync-batchnorm, --zero 1/2, --amp fp16 (the same skipped
                steps), --grad-accum-steps 2, --find-unused-parameters, --grad-compression bf16;
   failures     a stopped rank (SIGSTOP), a killed rank (SIGKILL) and --inject-fault stall: every live
-               rank ends within --collective-timeout + 30 s, with no SIGSEGV and its incident record.
+               rank ends within --collective-timeout + 30 s, with no SIGSEGV and its incident record;
+  plan         mnddp plan of ResNet-18 on the GPU, and a 1-rank training run with --plan: the predicted
+               step and memory (the allocator's peak) within 20% of what the run measured.
 
 Two ranks share the one GPU through tests/gpu/one_gpu_pair.sh (each rank its own NCCL_HOSTID).
 Prints "ok NAME: detail" or "FAIL NAME: detail" per case and exits 1 when a case failed. --dry-run
@@ -307,16 +309,57 @@ def failures(args):
     subprocess.run(["pkill", "-9", "-f", f"^{build / 'mnddp'} train"], check=False)
 
 
+# ---- plan ---------------------------------------------------------------------------------------------
+
+def plan(args):
+    """mnddp plan on the rank's device (on a GPU its memory is the allocator's peak), then a training run
+    with --plan whose summary compares the prediction with the steps and the peak it measured."""
+    build, work = Path(args.build), Path(args.work)
+    device = "cpu" if args.dry_run else "cuda"
+    data = synth(build, work / "data", "--train-samples", "8192", "--shards", "2", "--shape", "3,32,32")
+    model = (["--model", "convnet", "--hidden", "16", "--batch-size", "32", "--threads", "1"] if args.dry_run
+             else ["--model", "resnet18", "--batch-size", "128"])
+    plan_json = work / "plan.json"
+    command = [str(build / "mnddp"), "plan", "--train-data", data, "--val-data", "", "--device", device, *model,
+               "--max-nodes", "16", "--json", str(plan_json)]
+    out = subprocess.run(command, capture_output=True, text=True, env=run_env(), timeout=150)
+    (work / "plan.log").write_text(out.stdout + out.stderr)
+    advice = [line for line in out.stdout.splitlines() if line.startswith("advice: up to")]
+    report(out.returncode == 0 and plan_json.exists(), "plan",
+           advice[0] if advice and out.returncode == 0 else f"rc {out.returncode}: {out.stderr.strip()[-200:]}")
+    if out.returncode != 0:
+        return
+    metrics = work / "metrics.jsonl"
+    run = subprocess.run(train(build, data, device, *model, "--max-steps", "40", "--log-interval", "40", "--resume",
+                               "none", "--plan", str(plan_json), "--metrics-file", str(metrics)),
+                         capture_output=True, text=True, env=run_env(), timeout=300)
+    (work / "train.log").write_text(run.stdout + run.stderr)
+    summaries = [json.loads(line) for line in metrics.read_text().splitlines() if '"summary"' in line] \
+        if metrics.exists() else []
+    if run.returncode != 0 or not summaries or "plan" not in summaries[-1]:
+        report(False, "plan against training", f"rc {run.returncode}, no summary with a plan record")
+        return
+    p = summaries[-1]["plan"]
+    step = p["predicted_step_s"] / p["measured_step_s"] - 1
+    memory = p["predicted_memory_bytes"] / p["peak_bytes"] - 1 if p["peak_bytes"] > 0 else float("nan")
+    # On the device the plan must hold within 20%; the dry run checks the plumbing only.
+    ok = args.dry_run or (abs(step) <= 0.2 and abs(memory) <= 0.2)
+    report(ok, "plan against training (1 rank)",
+           f"step predicted {p['predicted_step_s'] * 1e3:.2f} ms, measured {p['measured_step_s'] * 1e3:.2f} ms "
+           f"({step:+.1%}); memory {p['predicted_memory_bytes'] / 2**20:.0f} MiB against a peak of "
+           f"{p['peak_bytes'] / 2**20:.0f} MiB ({memory:+.1%})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("stage", choices=["identity", "equivalence", "failures"])
+    parser.add_argument("stage", choices=["identity", "equivalence", "failures", "plan"])
     parser.add_argument("--build", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--dry-run", action="store_true", help="on the CPU: the plumbing, MPI against MPI")
     parser.add_argument("--parallel", type=int, default=2, help="configurations trained at once (equivalence)")
     args = parser.parse_args()
     Path(args.work).mkdir(parents=True, exist_ok=True)
-    {"identity": identity, "equivalence": equivalence, "failures": failures}[args.stage](args)
+    {"identity": identity, "equivalence": equivalence, "failures": failures, "plan": plan}[args.stage](args)
     return 1 if FAILED else 0
 
 

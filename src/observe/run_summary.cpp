@@ -110,7 +110,9 @@ void RunSummary::checkpoint_blocked(std::int64_t, Clock::time_point begin, Clock
 
 void RunSummary::run_finished(const RunOutcome& outcome) {
   const double training = seconds(started_, Clock::now());
-  peak_rss_ = peak_resident_bytes();
+  // --plan's memory comparison: the GPU allocator's peak on a GPU, the resident set's on a CPU.
+  peak_memory_ = outcome.peak_device_bytes > 0 ? outcome.peak_device_bytes : peak_resident_bytes();
+  peak_memory_name_ = outcome.peak_device_bytes > 0 ? "GPU peak" : "peak resident set";
   const StartupBreakdown& startup = process_startup();
   const auto startup_phases = startup.phases();
 
@@ -219,10 +221,10 @@ std::string RunSummary::table(const Figures& f, const RunOutcome& outcome) const
         "  plan           predicted {:.2f} ms a step on {} ({}), measured {:.2f} ms after {} steps: {:+.1f}%{}\n",
         outputs_.predicted_step_s * 1e3, outputs_.rank_layout, outputs_.plan_network, steady * 1e3, kPlanWarmupSteps,
         100.0 * (outputs_.predicted_step_s / steady - 1.0),
-        outputs_.predicted_memory_bytes > 0 && peak_rss_ > 0
-            ? fmt::format("; memory a rank predicted {:.0f} MiB, rank 0's peak {:.0f} MiB: {:+.1f}%",
-                          outputs_.predicted_memory_bytes / (1 << 20), peak_rss_ / (1 << 20),
-                          100.0 * (outputs_.predicted_memory_bytes / peak_rss_ - 1.0))
+        outputs_.predicted_memory_bytes > 0 && peak_memory_ > 0
+            ? fmt::format("; memory a rank predicted {:.0f} MiB, rank 0's {} {:.0f} MiB: {:+.1f}%",
+                          outputs_.predicted_memory_bytes / (1 << 20), peak_memory_name_, peak_memory_ / (1 << 20),
+                          100.0 * (outputs_.predicted_memory_bytes / peak_memory_ - 1.0))
             : "");
   if (!outputs_.metrics_file.empty())
     t += fmt::format("  metrics        {} (this table too: kind \"summary\")\n", outputs_.metrics_file);
@@ -286,7 +288,7 @@ std::string RunSummary::record(const Figures& f, const RunOutcome& outcome) cons
     j["plan"] = {{"predicted_step_s", outputs_.predicted_step_s},
                  {"measured_step_s", steady_step_s()},
                  {"predicted_memory_bytes", outputs_.predicted_memory_bytes},
-                 {"peak_resident_bytes", peak_rss_},
+                 {"peak_bytes", peak_memory_},
                  {"network", outputs_.plan_network}};
   j["checkpoints"] = {{"mtbf_h", outputs_.mtbf_hours},
                       {"local", level_record(outcome.checkpoint_costs.local)},

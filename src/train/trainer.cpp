@@ -120,7 +120,8 @@ void Trainer::finish(const TrainResult& result) {
   TrainingRun& r = *run_;
   r.checkpointer->wait();  // the outcome names the last commit
   r.observers.run_finished({result.steps, result.preempted, result.stopped_early, r.checkpointer->last_written(),
-                            r.checkpointer->best_written(), r.checkpointer->costs()});
+                            r.checkpointer->best_written(), r.checkpointer->costs(),
+                            peak_gpu_mib(r.device.device) * 1024.0 * 1024.0});
 }
 
 Trainer::EpochEnd Trainer::train_epoch(std::int64_t epoch, std::int64_t& step, TrainResult& result) {

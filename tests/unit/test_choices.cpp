@@ -107,7 +107,8 @@ TEST(Choices, ModelTakesEveryZooNameAndATorchscriptFile) {
   // A language model may be the user's own: the task is checked against its output at load time.
   EXPECT_NO_THROW(parse_command_line({"--model", "torchscript:lm.pt", "--task", "lm"}, {}));
 
-  const std::string zoo = "--model: must be one of mlp, convnet, resnet18, resnet34, resnet50, cnn3d, vit, gpt, or ";
+  const std::string zoo =
+      "--model: must be one of mlp, convnet, resnet18, resnet34, resnet50, resnet101, resnet152, cnn3d, vit, gpt, or ";
   EXPECT_EQ(testing_support::usage_error_of([] {
               parse_command_line({"--model", "bogus"}, {});
             }),
@@ -129,10 +130,12 @@ TEST(Choices, HelpAndReferenceListTheChoices) {
     const bool space = c == ' ' || c == '\n';
     if (!space || help.empty() || help.back() != ' ') help += space ? ' ' : c;
   }
-  for (const char* list : {"(mlp | convnet | resnet18 | resnet34 | resnet50 | cnn3d | vit | gpt | torchscript:PATH)",
-                           "(auto | cifar | imagenet)", "(classification | regression | lm)", "(mse | huber)",
-                           "(sgd | adamw | lars | lamb)", "(constant | cosine | step | linear)", "(off | bf16 | fp16)",
-                           "(auto | nccl | mpi)", "(auto | cpu | cuda)", "(none | bf16 | fp16)"})
+  for (const char* list :
+       {"(mlp | convnet | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 | cnn3d | vit | gpt | "
+        "torchscript:PATH)",
+        "(auto | cifar | imagenet)", "(classification | regression | lm)", "(mse | huber)",
+        "(sgd | adamw | lars | lamb)", "(constant | cosine | step | linear)", "(off | bf16 | fp16)",
+        "(auto | nccl | mpi)", "(auto | cpu | cuda)", "(none | bf16 | fp16)"})
     EXPECT_NE(help.find(list), std::string::npos) << list;
   const std::string reference = help_markdown();
   EXPECT_NE(reference.find("| `--amp` | `MNDDP_AMP` | off \\| bf16 \\| fp16 |"), std::string::npos) << reference;

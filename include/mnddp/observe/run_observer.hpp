@@ -46,6 +46,7 @@ struct RunOutcome {
   std::string last_checkpoint;       // "" when none was written by this invocation
   std::string best_checkpoint;       // --keep-best's file (rank 0, which prints the summary), "" when none
   CheckpointCosts checkpoint_costs;  // for the interval advice
+  double peak_device_bytes = 0.0;    // the GPU allocator's peak on this rank (0 on the CPU)
 };
 
 class RunObserver {

@@ -93,7 +93,8 @@ class RunSummary final : public RunObserver {
   MetricsWriter metrics_;  // rank 0: the summary as a line of the metrics file
   RunPlan plan_;
   Clock::time_point started_;
-  double peak_rss_ = 0.0;  // this rank's peak resident set at the end
+  double peak_memory_ = 0.0;  // this rank's peak at the end: the GPU allocator's, or the resident set's
+  std::string peak_memory_name_;
   PhaseSeconds phases_{};  // this rank's totals
   double step_seconds_ = 0.0;
   std::int64_t steps_timed_ = 0;
