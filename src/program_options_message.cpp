@@ -1,8 +1,15 @@
 // One-pass formatting of Boost.Program_options errors (program_options_message.hpp).
 #include "mnddp/program_options_message.hpp"
 
+#include <fmt/format.h>
+
+#include <boost/program_options/parsers.hpp>
+#include <boost/program_options/variables_map.hpp>
+
 #include <map>
 #include <utility>
+
+#include "mnddp/error.hpp"
 
 namespace mnddp {
 namespace {
@@ -66,6 +73,21 @@ std::string program_options_message(const po::error& error) {
     return text;
   }
   return error.what();  // the other errors hold no user text in a template
+}
+
+void take_command_options(std::vector<std::string>& args, const po::options_description& own,
+                          std::string_view command) {
+  const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+  try {
+    const po::parsed_options parsed =
+        po::command_line_parser(args).options(own).style(style).allow_unregistered().run();
+    po::variables_map values;
+    po::store(parsed, values);
+    po::notify(values);
+    args = po::collect_unrecognized(parsed.options, po::include_positional);
+  } catch (const po::error& e) {
+    throw UsageError(fmt::format("{}: {}", command, program_options_message(e)));
+  }
 }
 
 }  // namespace mnddp

@@ -78,17 +78,7 @@ PlanOptions take_plan_options(std::vector<std::string>& args) {
       "max-nodes", po::value(&o.max_nodes))("device-memory", po::value(&o.device_memory_gib))(
       "plan-steps", po::value(&o.steps))("plan-warmup", po::value(&o.warmup))("json", po::value(&o.json))(
       "plot", po::value(&o.plot))("from", po::value(&o.from));
-  const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-  try {
-    const po::parsed_options parsed =
-        po::command_line_parser(args).options(own).style(style).allow_unregistered().run();
-    po::variables_map values;
-    po::store(parsed, values);
-    po::notify(values);
-    args = po::collect_unrecognized(parsed.options, po::include_positional);
-  } catch (const po::error& e) {
-    throw UsageError(fmt::format("mnddp plan: {}", program_options_message(e)));
-  }
+  take_command_options(args, own, "mnddp plan");
   if (o.max_nodes < 1 || o.max_nodes > 1 << 16)
     throw UsageError(fmt::format("mnddp plan: --max-nodes {} is outside [1, 65536]", o.max_nodes));
   if (o.gpus_per_node < 0 || o.gpus_per_node > 1024)

@@ -57,17 +57,7 @@ PreflightOptions take_preflight_options(std::vector<std::string>& args) {
   po::options_description own;
   own.add_options()("link-mb", po::value(&options.link_mb))("slow-below", po::value(&options.slow_below))(
       "inject-slow-rank", po::value(&options.slow_rank))("save-network", po::value(&options.save_network));
-  const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-  try {
-    const po::parsed_options parsed =
-        po::command_line_parser(args).options(own).style(style).allow_unregistered().run();
-    po::variables_map values;
-    po::store(parsed, values);
-    po::notify(values);
-    args = po::collect_unrecognized(parsed.options, po::include_positional);
-  } catch (const po::error& e) {  // names the option and the value: "the argument ('x') for option ..."
-    throw UsageError(fmt::format("mnddp preflight: {}", program_options_message(e)));
-  }
+  take_command_options(args, own, "mnddp preflight");  // names the option and the value
   if (options.link_mb <= 0 || options.link_mb > 4096)
     throw UsageError(fmt::format("mnddp preflight: --link-mb {:g} is outside (0, 4096]", options.link_mb));
   if (options.slow_below <= 0 || options.slow_below >= 1)
