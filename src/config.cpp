@@ -181,6 +181,12 @@ TrainingConfig parse_ini_text(const std::string& text) {
 }
 
 void validate(const TrainingConfig& config) {
+  // No default: a default path would train on, or validate against, files the user never named.
+  if (config.train_data.empty())
+    throw UsageError(
+        "--train-data: required: name the training shards (a glob, a directory, a list file or a comma "
+        "list) on the command line, in MNDDP_TRAIN_DATA or in a --config file (configs/demo.ini names the "
+        "demo's)");
   for (const auto& row : option_table()) row.check(config);
   // The rules between options: each names both.
   if (config.steps_per_run > 0 && config.checkpoint_dir.empty())

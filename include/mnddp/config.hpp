@@ -21,8 +21,8 @@ namespace mnddp {
 
 struct TrainingConfig {
   // --- data ---
-  std::string train_data = "data/demo/train_*.h5";  // glob, directory, list file or comma list
-  std::string val_data = "data/demo/val_*.h5";      // empty: no validation
+  std::string train_data;  // required: glob, directory, list file or comma list
+  std::string val_data;    // empty: no validation
   std::string x_name = "x";
   std::string y_name = "y";
   std::int64_t batch_size = 64;  // per rank

@@ -18,6 +18,15 @@ if [ -n "${MNDDP_EXPECTED_MALLOC:-}" ]; then
   check "version names the malloc ($MNDDP_EXPECTED_MALLOC)" grep -q ", $MNDDP_EXPECTED_MALLOC)$" "$WORK/version"
 fi
 
+check "version names where each library was loaded from" grep -qE "^  MPI .* /.*libmpi" "$WORK/version"
+
+# No default training data: a run names it, or is refused with one line.
+"$MNDDP_BIN" train --print-config >/dev/null 2>"$WORK/err"
+check "no --train-data: exit code 2" test $? = 2
+check "no --train-data: one line naming the option" grep -q "^mnddp: error: --train-data: required" "$WORK/err"
+# The rest names it once, through the environment (a --config file or the command line may too).
+export MNDDP_TRAIN_DATA='data/train_*.h5'
+
 # --print-config prints an INI that reads back to the same configuration.
 "$MNDDP_BIN" train --lr 0.123 --model convnet --val-data "" --print-config >"$WORK/a.ini"
 check "print-config exits 0" test $? = 0

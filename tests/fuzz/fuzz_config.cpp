@@ -34,7 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   mnddp::TrainingConfig config;
   try {
-    config = mnddp::parse_command_line(args, {}).config;
+    // --train-data has no default: given through the environment, the input's own wins, and the
+    // rules after it are reached.
+    config = mnddp::parse_command_line(args, {{"MNDDP_TRAIN_DATA", "train_*.h5"}}).config;
   } catch (const mnddp::UsageError&) {
     return 0;
   }

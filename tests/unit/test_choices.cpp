@@ -5,11 +5,13 @@
 
 #include <functional>
 
+#include "config_args.hpp"
 #include "mnddp/config.hpp"
 #include "mnddp/error.hpp"
 #include "test_support.hpp"
 
 using namespace mnddp;
+using mnddp::testing_support::parse_args;
 
 namespace {
 
@@ -36,14 +38,12 @@ void expect_option_takes_every_value(const std::string& option, E TrainingConfig
       const auto more = companions(value);
       args.insert(args.end(), more.begin(), more.end());
     }
-    const TrainingConfig parsed = parse_command_line(args, {}).config;
+    const TrainingConfig parsed = parse_args(args, {}).config;
     EXPECT_EQ(parsed.*field, value) << option << " " << name;
     EXPECT_EQ(parse_ini_text(to_ini(parsed)), parsed) << option << " " << name;
     EXPECT_NE(help_text().find(std::string(name)), std::string::npos) << name;
   }
-  const std::string message = testing_support::usage_error_of([&] {
-    parse_command_line({"--" + option, "bogus"}, {});
-  });
+  const std::string message = testing_support::usage_error_of([&] { parse_args({"--" + option, "bogus"}, {}); });
   EXPECT_EQ(message, fmt::format("--{}: must be one of {} (got 'bogus')", option, choice_list<E>()));
 }
 
@@ -92,33 +92,33 @@ TEST(Choices, ModelTakesEveryZooNameAndATorchscriptFile) {
     if (kind == ModelKind::Torchscript) continue;
     std::vector<std::string> args = {"--model", std::string(name)};
     if (kind == ModelKind::Gpt) args.insert(args.end(), {"--task", "lm"});
-    const TrainingConfig parsed = parse_command_line(args, {}).config;
+    const TrainingConfig parsed = parse_args(args, {}).config;
     EXPECT_EQ(parsed.model.kind, kind) << name;
     EXPECT_EQ(parsed.model.text(), name);
     EXPECT_EQ(parse_ini_text(to_ini(parsed)), parsed) << name;
   }
-  const TrainingConfig scripted = parse_command_line({"--model", "torchscript:/models/../models/net.pt"}, {}).config;
+  const TrainingConfig scripted = parse_args({"--model", "torchscript:/models/../models/net.pt"}, {}).config;
   EXPECT_EQ(scripted.model.kind, ModelKind::Torchscript);
   EXPECT_EQ(scripted.model.path, "/models/net.pt");
   EXPECT_EQ(parse_ini_text(to_ini(scripted)), scripted);
-  const TrainingConfig relative = parse_command_line({"--model", "torchscript:net.pt"}, {}).config;
+  const TrainingConfig relative = parse_args({"--model", "torchscript:net.pt"}, {}).config;
   EXPECT_TRUE(relative.model.path.starts_with("/")) << relative.model.path;
   EXPECT_TRUE(relative.model.path.ends_with("/net.pt")) << relative.model.path;
   // A language model may be the user's own: the task is checked against its output at load time.
-  EXPECT_NO_THROW(parse_command_line({"--model", "torchscript:lm.pt", "--task", "lm"}, {}));
+  EXPECT_NO_THROW(parse_args({"--model", "torchscript:lm.pt", "--task", "lm"}, {}));
 
   const std::string zoo =
       "--model: must be one of mlp, convnet, resnet18, resnet34, resnet50, resnet101, resnet152, cnn3d, vit, gpt, or ";
   EXPECT_EQ(testing_support::usage_error_of([] {
-              parse_command_line({"--model", "bogus"}, {});
+              parse_args({"--model", "bogus"}, {});
             }),
             zoo + "torchscript:PATH (got 'bogus')");
   EXPECT_EQ(testing_support::usage_error_of([] {
-              parse_command_line({"--model", "torchscript"}, {});
+              parse_args({"--model", "torchscript"}, {});
             }),
             zoo + "torchscript:PATH (got 'torchscript')");
   EXPECT_EQ(testing_support::usage_error_of([] {
-              parse_command_line({"--model", "torchscript:"}, {});
+              parse_args({"--model", "torchscript:"}, {});
             }),
             "--model torchscript: needs the module's file, as torchscript:PATH");
 }
@@ -143,22 +143,21 @@ TEST(Choices, HelpAndReferenceListTheChoices) {
 
 TEST(Choices, TypedValuesRoundTripAndRejectBadText) {
   const TrainingConfig parsed =
-      parse_command_line({"--resume", "none", "--preempt-signals", "SIGUSR1,XCPU,10", "--inject-fault", "hang@7:1"}, {})
-          .config;
+      parse_args({"--resume", "none", "--preempt-signals", "SIGUSR1,XCPU,10", "--inject-fault", "hang@7:1"}, {}).config;
   EXPECT_EQ(parsed.resume.mode, ResumeFrom::Mode::None);
   EXPECT_EQ(parsed.preempt_signals, (std::vector<int>{SIGUSR1, SIGXCPU, 10}));
   EXPECT_EQ(parsed.inject_fault, (FaultPlan{FaultKind::Hang, 7, 1}));
   EXPECT_EQ(parse_ini_text(to_ini(parsed)), parsed);
   EXPECT_NE(testing_support::usage_error_of([] {
-              parse_command_line({"--inject-fault", "melt@3"}, {});
+              parse_args({"--inject-fault", "melt@3"}, {});
             }).find("unknown fault 'melt'"),
             std::string::npos);
   EXPECT_NE(testing_support::usage_error_of([] {
-              parse_command_line({"--preempt-signals", "KILL"}, {});
+              parse_args({"--preempt-signals", "KILL"}, {});
             }).find("--preempt-signals: 'KILL'"),
             std::string::npos);
   EXPECT_NE(testing_support::usage_error_of([] {
-              parse_command_line({"--resume", ""}, {});
+              parse_args({"--resume", ""}, {});
             }).find("--resume"),
             std::string::npos);
 }

@@ -4,20 +4,26 @@
 
 #include <fstream>
 
+#include "config_args.hpp"
 #include "mnddp/config.hpp"
 #include "mnddp/error.hpp"
 #include "test_support.hpp"
 
 using mnddp::Environment;
-using mnddp::parse_command_line;
 using mnddp::TrainingConfig;
 using mnddp::UsageError;
+using mnddp::testing_support::parse_args;
 
 namespace {
 
 // The message of the UsageError that parsing `args` throws ("" if it does not throw).
 std::string usage_error_of(const std::vector<std::string>& args, const Environment& env = {}) {
-  return mnddp::testing_support::usage_error_or_empty([&] { parse_command_line(args, env); });
+  return mnddp::testing_support::usage_error_or_empty([&] { parse_args(args, env); });
+}
+
+// The same without the test's --train-data.
+std::string bare_usage_error_of(const std::vector<std::string>& args, const Environment& env = {}) {
+  return mnddp::testing_support::usage_error_or_empty([&] { mnddp::parse_command_line(args, env); });
 }
 
 std::string write_file(const mnddp::testing_support::TempDir& dir, const std::string& name, const std::string& text) {
@@ -29,11 +35,30 @@ std::string write_file(const mnddp::testing_support::TempDir& dir, const std::st
 }  // namespace
 
 TEST(Config, DefaultsWithoutAnyInput) {
-  const auto parsed = parse_command_line({}, {});
-  EXPECT_EQ(parsed.config, TrainingConfig{});
+  const auto parsed = parse_args({}, {});
+  TrainingConfig expected;
+  expected.train_data = "train_*.h5";
+  EXPECT_EQ(parsed.config, expected);
+  EXPECT_EQ(parsed.config.val_data, "") << "no validation unless --val-data is given";
   EXPECT_EQ(parsed.config.batch_size, 64);
   EXPECT_EQ(parsed.config.optimizer, mnddp::OptimizerKind::Sgd);
   EXPECT_FALSE(parsed.help);
+}
+
+// No default training data: a default path would train on, or validate against, files nobody named.
+TEST(Config, TrainDataIsRequiredFromSomeSource) {
+  const std::string required =
+      "--train-data: required: name the training shards (a glob, a directory, a list file or a comma "
+      "list) on the command line, in MNDDP_TRAIN_DATA or in a --config file (configs/demo.ini names the "
+      "demo's)";
+  EXPECT_EQ(bare_usage_error_of({}), required);
+  EXPECT_EQ(bare_usage_error_of({"--lr", "0.1", "--val-data", "val.h5"}), required);
+  EXPECT_EQ(bare_usage_error_of({"--train-data", "t.h5"}), "");
+  EXPECT_EQ(bare_usage_error_of({}, {{"MNDDP_TRAIN_DATA", "t.h5"}}), "");
+  mnddp::testing_support::TempDir dir;
+  EXPECT_EQ(bare_usage_error_of({"--config", write_file(dir, "data.ini", "train-data = t.h5\n")}), "");
+  EXPECT_EQ(bare_usage_error_of({"--config", write_file(dir, "none.ini", "lr = 0.1\n")}), required);
+  EXPECT_TRUE(mnddp::parse_command_line({"--help"}, {}).help) << "--help needs no data";
 }
 
 TEST(Config, HasAtLeastTwentyFiveOptions) {
@@ -45,9 +70,10 @@ TEST(Config, HasAtLeastTwentyFiveOptions) {
 
 TEST(Config, CommandLineWinsOverEnvironmentWhichWinsOverFile) {
   mnddp::testing_support::TempDir dir;
-  const auto ini = write_file(dir, "run.ini", "lr = 0.3\nbatch-size = 16\nmodel = convnet\nepochs = 7\n");
+  const auto ini =
+      write_file(dir, "run.ini", "train-data = t.h5\nlr = 0.3\nbatch-size = 16\nmodel = convnet\nepochs = 7\n");
   const Environment env = {{"MNDDP_LR", "0.2"}, {"MNDDP_BATCH_SIZE", "32"}, {"MNDDP_UNRELATED", "x"}};
-  const auto parsed = parse_command_line({"--config", ini, "--lr", "0.1"}, env);
+  const auto parsed = parse_args({"--config", ini, "--lr", "0.1"}, env);
   EXPECT_DOUBLE_EQ(parsed.config.lr, 0.1);                         // CLI
   EXPECT_EQ(parsed.config.batch_size, 32);                         // env over file
   EXPECT_EQ(parsed.config.model.kind, mnddp::ModelKind::ConvNet);  // file over default
@@ -58,22 +84,22 @@ TEST(Config, CommandLineWinsOverEnvironmentWhichWinsOverFile) {
 
 TEST(Config, ConfigFileFromEnvironment) {
   mnddp::testing_support::TempDir dir;
-  const auto ini = write_file(dir, "env.ini", "hidden = 99\n");
-  const auto parsed = parse_command_line({}, {{"MNDDP_CONFIG", ini}});
+  const auto ini = write_file(dir, "env.ini", "train-data = t.h5\nhidden = 99\n");
+  const auto parsed = parse_args({}, {{"MNDDP_CONFIG", ini}});
   EXPECT_EQ(parsed.config.hidden, 99);
 }
 
 TEST(Config, EnvironmentNames) {
   EXPECT_EQ(mnddp::env_name_for("batch-size"), "MNDDP_BATCH_SIZE");
   EXPECT_EQ(mnddp::env_name_for("lr"), "MNDDP_LR");
-  const auto parsed = parse_command_line({}, {{"MNDDP_LOG_ALL_RANKS", "true"}, {"MNDDP_GRAD_ACCUM_STEPS", "4"}});
+  const auto parsed = parse_args({}, {{"MNDDP_LOG_ALL_RANKS", "true"}, {"MNDDP_GRAD_ACCUM_STEPS", "4"}});
   EXPECT_TRUE(parsed.config.log_all_ranks);
   EXPECT_EQ(parsed.config.grad_accum_steps, 4);
 }
 
 TEST(Config, BareFlagMeansTrue) {
-  EXPECT_TRUE(parse_command_line({"--log-all-ranks"}, {}).config.log_all_ranks);
-  EXPECT_FALSE(parse_command_line({"--shuffle=false"}, {}).config.shuffle);
+  EXPECT_TRUE(parse_args({"--log-all-ranks"}, {}).config.log_all_ranks);
+  EXPECT_FALSE(parse_args({"--shuffle=false"}, {}).config.shuffle);
 }
 
 TEST(Config, NegativeLearningRateNamesOptionAndValue) {
@@ -158,7 +184,7 @@ TEST(Config, PrintConfigRoundTrips) {
 
   mnddp::testing_support::TempDir dir;
   const auto path = write_file(dir, "printed.ini", ini);
-  EXPECT_EQ(parse_command_line({"--config", path}, {}).config, changed);
+  EXPECT_EQ(parse_args({"--config", path}, {}).config, changed);
 }
 
 // Values Boost's INI reader would change ('#' starts a comment, spaces around a value are trimmed, a
@@ -170,14 +196,16 @@ TEST(Config, ValuesThatAnIniLineCannotHoldAreQuoted) {
   changed.y_name = "\"quoted\" \\ and\nnewline";
   const std::string ini = mnddp::to_ini(changed);
   EXPECT_NE(ini.find("train-data = \"/scratch/run\\x233/train_*.h5\""), std::string::npos) << ini;
-  EXPECT_NE(ini.find("val-data = data/demo/val_*.h5\n"), std::string::npos) << "plain values stay plain";
+  EXPECT_NE(ini.find("x-name = \" padded \"\n"), std::string::npos) << "spaces kept by quotes";
+  EXPECT_NE(ini.find("optimizer = sgd\n"), std::string::npos) << "plain values stay plain";
   EXPECT_EQ(mnddp::parse_ini_text(ini), changed) << ini;
 
   mnddp::testing_support::TempDir dir;
-  EXPECT_EQ(parse_command_line({"--config", write_file(dir, "q.ini", "x-name = \"a\\x23b\"  # a comment\n")}, {})
-                .config.x_name,
-            "a#b");
-  EXPECT_EQ(usage_error_of({"--config", write_file(dir, "bad.ini", "x-name = \"a\\qb\"\n")}),
+  EXPECT_EQ(
+      parse_args({"--config", write_file(dir, "q.ini", "train-data = t.h5\nx-name = \"a\\x23b\"  # a comment\n")}, {})
+          .config.x_name,
+      "a#b");
+  EXPECT_EQ(usage_error_of({"--config", write_file(dir, "bad.ini", "train-data = t.h5\nx-name = \"a\\qb\"\n")}),
             "--x-name: the quoted value \"a\\qb\" has an unknown escape \\q (known: \\\\ \\\" \\n \\r \\t \\xHH)");
 }
 
@@ -197,7 +225,7 @@ TEST(Config, HelpIsGrouped) {
   for (const char* group :
        {"Data:", "Model:", "Optimizer:", "Schedule:", "Training:", "Checkpoint:", "Logging:", "Distributed:"})
     EXPECT_NE(help.find(group), std::string::npos) << group;
-  EXPECT_TRUE(parse_command_line({"--help"}, {}).help);
+  EXPECT_TRUE(parse_args({"--help"}, {}).help);
 }
 
 // A repeat is an error wherever it is: on the command line (which value was meant is a guess) as
@@ -211,10 +239,10 @@ TEST(Config, RepeatedOptionIsAnErrorNamingIt) {
   EXPECT_NE(message.find("lr"), std::string::npos) << message;
   EXPECT_NE(message.find("more than once"), std::string::npos) << message;
   // The command line still beats the file and the environment: that is not a repeat.
-  EXPECT_DOUBLE_EQ(
-      parse_command_line({"--lr", "0.2", "--config", write_file(dir, "one.ini", "lr = 0.1\n")}, {{"MNDDP_LR", "0.3"}})
-          .config.lr,
-      0.2);
+  EXPECT_DOUBLE_EQ(parse_args({"--lr", "0.2", "--config", write_file(dir, "one.ini", "train-data = t.h5\nlr = 0.1\n")},
+                              {{"MNDDP_LR", "0.3"}})
+                       .config.lr,
+                   0.2);
 }
 
 TEST(Config, MinLrAboveLrIsRefused) {

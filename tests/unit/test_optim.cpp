@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "config_args.hpp"
 #include "mnddp/config.hpp"
 #include "mnddp/model/models.hpp"
 #include "mnddp/optim/lamb.hpp"
@@ -23,6 +24,7 @@
 #include "test_support.hpp"
 
 using namespace mnddp;
+using mnddp::testing_support::parse_args;
 using Names = std::vector<std::string>;
 
 namespace {
@@ -145,7 +147,7 @@ TEST(ParameterGroups, LearningRateReachesEveryGroup) {
 TEST(OptimizerOptions, BadValuesAreUsageErrorsNamingTheOption) {
   using testing_support::usage_error_of;
   const Environment none;
-  auto parse = [&](std::vector<std::string> args) { return parse_command_line(args, none); };
+  auto parse = [&](std::vector<std::string> args) { return parse_args(args, none); };
   EXPECT_EQ(usage_error_of([&] { parse({"--lars-eta", "-1"}); }), "--lars-eta: must be > 0 (got '-1')");
   EXPECT_EQ(usage_error_of([&] {
               parse({"--optimizer", "lamb", "--nesterov"});
@@ -159,7 +161,7 @@ TEST(OptimizerOptions, BadValuesAreUsageErrorsNamingTheOption) {
   EXPECT_EQ(parse({"--no-decay-norm-bias"}).config.no_decay_norm_bias, std::optional<bool>(true));
   EXPECT_EQ(parse({"--no-decay-norm-bias=false"}).config.no_decay_norm_bias, std::optional<bool>(false));
   EXPECT_EQ(parse({"--no-decay-norm-bias", "false"}).config.no_decay_norm_bias, std::optional<bool>(false));
-  EXPECT_EQ(parse_command_line({}, {{"MNDDP_NO_DECAY_NORM_BIAS", "off"}}).config.no_decay_norm_bias,
+  EXPECT_EQ(parse_args({}, {{"MNDDP_NO_DECAY_NORM_BIAS", "off"}}).config.no_decay_norm_bias,
             std::optional<bool>(false));
   TrainingConfig config = parse({"--optimizer", "lamb", "--no-decay-norm-bias", "false", "--lars-eta", "0.02"}).config;
   EXPECT_EQ(parse_ini_text(to_ini(config)), config);
