@@ -1,6 +1,6 @@
 // Which malloc serves the mnddp process. The executable links tcmalloc when the build found it
 // (CMake option MNDDP_HOST_ALLOCATOR): torch's CPU tensors then reuse freed pages instead of
-// faulting fresh ones in at every step (docs/BENCHMARKS.md, "tcmalloc").
+// faulting fresh ones in at every step (docs/BENCHMARKS_LOG.md, "tcmalloc").
 #pragma once
 
 namespace mnddp {

@@ -102,7 +102,7 @@ ParallelCheckpointWriter::ParallelCheckpointWriter(Communicator& agreement, MPI_
     MNDDP_H5_CHECK(H5Pset_dxpl_mpio(impl_->transfer.get(), H5FD_MPIO_INDEPENDENT));
     // Collective calls, independent transfers: each rank's share is one contiguous range, so the
     // two-phase aggregation of collective buffering only adds a shuffle (Open MPI's OMPIO wrote 4x
-    // slower with it; docs/BENCHMARKS.md).
+    // slower with it; docs/BENCHMARKS_LOG.md).
     MNDDP_H5_CHECK(H5Pset_dxpl_mpio_collective_opt(impl_->transfer.get(), H5FD_MPIO_INDIVIDUAL_IO));
   }
   impl_->link_create = H5Handle(H5Pcreate(H5P_LINK_CREATE));
