@@ -55,6 +55,7 @@ std::string plan_inputs_json(const PlanInputs& in) {
                                 {"backward_s", s.backward_s},
                                 {"optimizer_s", s.optimizer_s},
                                 {"threads", s.threads},
+                                {"helper_cpu_s", s.helper_cpu_s},
                                 {"gradient_bytes", s.gradient_bytes},
                                 {"keys", s.keys},
                                 {"ready_s", s.ready_s}}},
@@ -93,6 +94,8 @@ PlanInputs parse_plan_inputs(const std::string& text, const std::string& what) {
   in.step.backward_s = get_number(step, "backward_s", what);
   in.step.optimizer_s = get_number(step, "optimizer_s", what);
   in.step.threads = std::max(1, static_cast<int>(get_number(step, "threads", what)));
+  // Plans written before it was measured have none.
+  in.step.helper_cpu_s = step.contains("helper_cpu_s") ? get_number(step, "helper_cpu_s", what) : 0.0;
   in.step.gradient_bytes = get_list<std::size_t>(step, "gradient_bytes", what);
   in.step.keys = get_list<int>(step, "keys", what);
   in.step.ready_s = get_list<double>(step, "ready_s", what);

@@ -64,6 +64,9 @@ StepPrediction predict_step(const MeasuredStep& step, const NetworkProfile& net,
     for (const auto& b : bucket_events(step, options.buckets, 1.0))
       p.allgather_s += share * allgather_seconds(net, t, b.bytes);
   p.compute_s = (step.data_wait_s + step.forward_s) * share + backward + p.optimizer_s;
+  // The loader thread ran beside the measured step on a core of its own; where the ranks have none
+  // to spare, its CPU time comes out of the step's.
+  if (cores_shared(net, t, step.threads)) p.compute_s += step.helper_cpu_s * share;
   p.step_s = p.compute_s + p.exposed_s + p.allgather_s;
   return p;
 }

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -108,7 +109,11 @@ double node_memory_bytes() {
 // relative to its start (the reducer writes them into `ready_times`).
 class StepProbe final : public RunObserver {
  public:
-  StepProbe(std::int64_t warmup, std::size_t parameters) : warmup_(warmup), ready_sum_(parameters, 0.0) {}
+  StepProbe(std::int64_t warmup, std::size_t parameters)
+      : warmup_(warmup),
+        ready_sum_(parameters, 0.0),
+        process_start_(cpu_seconds(CLOCK_PROCESS_CPUTIME_ID)),
+        loop_start_(cpu_seconds(CLOCK_THREAD_CPUTIME_ID)) {}
   std::vector<Clock::time_point> ready_times;
 
   void phase(StepPhase phase, Clock::time_point begin, Clock::time_point end) override {
@@ -119,6 +124,14 @@ class StepProbe final : public RunObserver {
     }
   }
   void step_finished(std::int64_t step, std::int64_t, Clock::time_point, Clock::time_point) override {
+    // CPU time of the whole process and of this (the loop's) thread: their difference over the
+    // measured steps is the other threads' work (the loader), which one rank did on a spare core.
+    const double process = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID), loop = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
+    if (step == warmup_) {
+      process_start_ = process;
+      loop_start_ = loop;
+    }
+    if (step > warmup_) helper_cpu_s_ = (process - process_start_) - (loop - loop_start_);
     if (step > warmup_) {
       for (std::size_t i = 0; i < kStepPhaseCount; ++i) sums_[i] += current_[i];
       // A parameter the pass never reached (no gradient) is ready when backward ends.
@@ -132,6 +145,7 @@ class StepProbe final : public RunObserver {
   }
 
   std::int64_t measured() const { return measured_; }
+  double helper_cpu_per_step() const { return std::max(0.0, helper_cpu_s_) / std::max<std::int64_t>(1, measured_); }
   double mean(StepPhase phase) const {
     return sums_[static_cast<std::size_t>(phase)] / std::max<std::int64_t>(1, measured_);
   }
@@ -148,6 +162,13 @@ class StepProbe final : public RunObserver {
   std::vector<double> ready_sum_;
   Clock::time_point backward_begin_;
   double backward_s_ = 0;
+  double process_start_, loop_start_, helper_cpu_s_ = 0;
+
+  static double cpu_seconds(clockid_t clock) {
+    timespec ts{};
+    clock_gettime(clock, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  }
   std::int64_t measured_ = 0;
 };
 
@@ -229,6 +250,7 @@ PlanInputs measure(TrainingConfig config, const PlanOptions& options, const Rank
   in.step.keys = trainer.reducer().bucket_keys();
   in.step.ready_s = probe.mean_ready();
   in.step.threads = threads;
+  in.step.helper_cpu_s = probe.helper_cpu_per_step();
   in.options.buckets = BucketLimits{static_cast<std::size_t>(config.first_bucket_mb * (1 << 20)),
                                     static_cast<std::size_t>(config.bucket_cap_mb * (1 << 20))};
   in.options.zero_stage = zero_stage;
@@ -247,6 +269,8 @@ PlanInputs measure(TrainingConfig config, const PlanOptions& options, const Rank
 }
 
 }  // namespace
+
+const char* plan_usage() { return kPlanUsage; }
 
 int plan_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::string> args) {
   MpiComm world;

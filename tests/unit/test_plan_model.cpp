@@ -156,6 +156,27 @@ TEST(PlanStep, CpuRanksWithoutASpareCoreHideNoCommunication) {
   EXPECT_NEAR(shared.step_s, 0.3 + shared.exposed_s, 1e-12);
 }
 
+// The loader's CPU time ran on a spare core beside the measured step; ranks with none to spare
+// pay it, scaled as their compute is.
+TEST(PlanStep, HelperThreadsCostTheStepOnlyWhereNoCoreIsSpare) {
+  MeasuredStep step;
+  step.forward_s = 0.1;
+  step.backward_s = 0.2;
+  step.helper_cpu_s = 0.05;
+  step.gradient_bytes = {1000};
+  step.keys = {0};
+  step.ready_s = {0.2};
+  NetworkProfile net = simple_network();
+  net.cores_per_node = 8;
+  EXPECT_NEAR(predict_step(step, net, {1, 2}, {}).compute_s, 0.3, 1e-12) << "a core each to spare";
+  net.cores_per_node = 0;
+  EXPECT_NEAR(predict_step(step, net, {1, 2}, {}).compute_s, 0.3, 1e-12) << "GPU ranks";
+  net.cores_per_node = 2;
+  EXPECT_NEAR(predict_step(step, net, {1, 2}, {}).compute_s, 0.35, 1e-12) << "no core to spare";
+  EXPECT_NEAR(predict_step(step, net, {1, 4}, {}).compute_s, 2 * 0.35, 1e-12) << "two ranks a core";
+  EXPECT_NEAR(predict_step(step, net, {1, 1}, {}).compute_s, 0.3, 1e-12) << "one rank: as measured";
+}
+
 TEST(PlanMemory, ZeroStagesSplitOptimizerStateAndGradients) {
   MeasuredMemory m;
   m.parameters = 400;

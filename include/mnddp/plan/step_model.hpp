@@ -27,6 +27,9 @@ struct MeasuredStep {
   std::vector<int> keys;
   std::vector<double> ready_s;
   int threads = 1;  // torch threads of the measuring rank (CPU ranks share a node's cores)
+  // CPU seconds a step of the rank's other threads (the loader's reads and conversions): on one rank
+  // they ran on a core the step did not use; ranks with no core to spare pay them in their step.
+  double helper_cpu_s = 0.0;
 };
 
 struct StepOptions {
@@ -38,6 +41,7 @@ struct StepOptions {
 struct StepPrediction {
   double step_s = 0.0;
   double compute_s = 0.0;    // data wait, forward, backward and the optimizer, as scaled for sharing
+                             // (and the helper threads' CPU time where no core is spare)
   double comm_s = 0.0;       // every gradient collective's time, hidden or not
   double exposed_s = 0.0;    // the gradient collectives' time after backward ended
   double allgather_s = 0.0;  // ZeRO's parameter all-gather (never hidden)
