@@ -2,6 +2,7 @@
 #include "mnddp/ckpt/local_restore_plan.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <functional>
@@ -41,7 +42,9 @@ LocalRestorePlan plan_local_restore(const std::vector<NodeLocalFiles>& nodes) {
 
   LocalRestorePlan plan;
   for (const std::int64_t step : steps) {
-    std::string lacks;
+    // Every shortfall of the step, so that the newest one's report is complete (a base still being
+    // written and shares lost with their nodes can both be true).
+    std::vector<std::string> lacks;
     // A whole file anywhere is all it takes.
     const auto whole = holders(nodes, [&](const LocalFile& f) { return f.step == step && f.kind == Kind::Whole; });
     if (!whole.empty()) {
@@ -55,20 +58,21 @@ LocalRestorePlan plan_local_restore(const std::vector<NodeLocalFiles>& nodes) {
     for (const auto& node : nodes)
       for (const auto& f : node.files)
         if (f.step == step && f.kind == Kind::Share) world_sizes.insert(f.of);
-    if (base.empty()) lacks = fmt::format("no surviving node holds {}", local_file_name(step, Kind::Base));
+    if (base.empty()) lacks.push_back(fmt::format("no surviving node holds {}", local_file_name(step, Kind::Base)));
     for (const int of : world_sizes) {
       std::vector<std::vector<int>> share_holders;
-      int missing = -1;
-      for (int r = 0; r < of && missing < 0; ++r) {
+      std::vector<int> missing;
+      for (int r = 0; r < of; ++r) {
         share_holders.push_back(holders(nodes, [&](const LocalFile& f) {
           return f.step == step && f.kind == Kind::Share && f.share == r && f.of == of;
         }));
-        if (share_holders.back().empty()) missing = r;
+        if (share_holders.back().empty()) missing.push_back(r);
       }
-      if (missing >= 0) {
-        if (lacks.empty())
-          lacks = fmt::format("rank {}'s share (of {}) is on no surviving node: its node and its partner's are gone",
-                              missing, of);
+      if (!missing.empty()) {
+        lacks.push_back(
+            missing.size() == 1
+                ? fmt::format("rank {}'s share (of {}) is on no surviving node", missing[0], of)
+                : fmt::format("the shares of ranks {} (of {}) are on no surviving node", fmt::join(missing, ", "), of));
         continue;
       }
       if (base.empty()) continue;
@@ -81,9 +85,9 @@ LocalRestorePlan plan_local_restore(const std::vector<NodeLocalFiles>& nodes) {
                          r, plan.transfers);
       return plan;
     }
-    if (lacks.empty()) lacks = fmt::format("no share of step {} survives", step);
+    if (lacks.empty()) lacks.push_back(fmt::format("no share of step {} survives", step));
     // Only the newest candidate's shortfall is reported: it is the one a reader expects to find.
-    if (plan.why_not.empty()) plan.why_not = fmt::format("step {}: {}", step, lacks);
+    if (plan.why_not.empty()) plan.why_not = fmt::format("step {}: {}", step, fmt::join(lacks, "; "));
   }
   return plan;
 }

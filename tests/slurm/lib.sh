@@ -135,7 +135,7 @@ expect_log() {
   CASES=$((CASES + 1))
   for re in "$@"; do
     if ! grep -qE -- "$re" "$file"; then
-      fail "$name: no line matches /$re/ in $file:"$'\n'"$(tail -40 "$file")"
+      fail "$name: no line matches /$re/ in $file; its restore, error and launch lines:"$'\n'"$(grep -m20 -E 'restore:|error|fatal|launch [0-9]' "$file")"$'\n'"... and its end:"$'\n'"$(tail -40 "$file")"
       return 1
     fi
   done

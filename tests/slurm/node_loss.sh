@@ -112,15 +112,32 @@ case $MODE in
     echo "recovery: $(recovery_time) s from the loss of n2 to the first step on n1 + n3 (partner copies)"
     check "--zero 2, restored from partner copies, continued bitwise" \
       "${COMPARE[@]}" "$WORK/straight/step-00000640.h5" "$(run_dir_of "$job")/checkpoints/step-00000640.h5"
-    # The partner copies of n2's shares (on n1) gone too, once n1's ranks of the first launch have
-    # ended (before that they could still be renaming a step): no node-local step is complete.
+    # The partner copies of n2's shares (on n1) gone too, before the relaunch lists what survived.
+    # n1's ranks of the first launch are frozen at the loss (SIGSTOP), so none can commit another
+    # copy while the copies are removed; a commit finished in the instant Slurm wakes them to end
+    # them is removed as they vanish, well before the relaunch (a new srun, MPI start-up) can list
+    # the directory. Waiting for them to end before the first removal raced the relaunch. No
+    # node-local step is then complete; the newest may also lack pieces n1 was still writing, which
+    # the report names too.
     wipe_partner_copies() {
-      wait_until 60 no_pids_on "$1" n1 || fail "n1's ranks still run 60 s after n2 was lost"
-      rm -f "$(local_dir_of n1 zero-fallback)"/step-*.share-00000[23]-of-000004.h5
+      local pids partner_copies
+      partner_copies="$(local_dir_of n1 zero-fallback)/step-*.share-00000[23]-of-000004.h5"
+      pids=$(node_pids "$1" n1)
+      # shellcheck disable=SC2086  # one word per pid
+      [ -z "$pids" ] || kill -STOP $pids
+      # shellcheck disable=SC2086  # the glob is meant
+      rm -f $partner_copies
+      local deadline=$((SECONDS + 60))
+      until no_pids_on "$1" n1; do
+        ((SECONDS < deadline)) || { fail "n1's ranks still run 60 s after n2 was lost"; return 1; }
+        sleep 0.05
+      done
+      # shellcheck disable=SC2086
+      rm -f $partner_copies
     }
     run_losing_node zero-fallback 3 1 wipe_partner_copies || { finish; exit; }
     expect_log "... both copies of n2's shares gone: the run says so and resumes from --checkpoint-dir" "$LOG" \
-      "restore: from --checkpoint-dir .* \(the node-local level has no complete checkpoint \(step [0-9]+: rank [23].s share \(of 4\) is on no surviving node: its node and its partner.s are gone\)\)" \
+      "restore: from --checkpoint-dir .* \(the node-local level has no complete checkpoint \(step [0-9]+: (.*; )?the shares of ranks ([01], )*2, 3 \(of 4\) are on no surviving node\)\)" \
       'finished after 1 restart'
     echo "recovery: $(recovery_time) s from the loss of n2 to the first step on n1 + n3 (--checkpoint-dir)"
     check "... and still continues bitwise" \

@@ -166,6 +166,17 @@ TEST(LocalRestorePlan, AShareLostWithItsPartnerFallsBackToAnOlderStepOrNothing) 
   EXPECT_EQ(plan_local_restore({node("n1", 0, {}), node("n2", 1, {})}).why_not, "");
 }
 
+// The newest step's report names all it lacks: n1 was still writing its base when n2 (and with
+// it n2's shares and their partner copies) was lost.
+TEST(LocalRestorePlan, TheReportNamesEveryShortfallOfTheNewestStep) {
+  const auto plan = plan_local_restore(
+      {node("n1", 0, {local_file(40, Kind::Share, 0, 4), local_file(40, Kind::Share, 1, 4)}), node("n3", 2, {})});
+  EXPECT_EQ(plan.step, -1);
+  EXPECT_EQ(plan.why_not,
+            "step 40: no surviving node holds step-00000040.base.h5; the shares of ranks 2, 3 (of 4) are on no "
+            "surviving node");
+}
+
 TEST(LocalRestorePlan, SendersAreSpreadOverTheNodesThatHoldAPiece) {
   // Both n1 and n2 hold step 50; n3 and n4 are new: each gets it from a different node.
   const auto plan =
