@@ -1,19 +1,50 @@
 # Finds every third-party package mnddp builds against and wraps each in one imported target:
 # MPI::MPI_CXX, mnddp::hdf5 (parallel), Boost::program_options, spdlog, nlohmann_json,
 # mnddp::torch, and (when present) mnddp::cudart and mnddp::nccl.
+#
+# A missing package stops the configure with one line: what is missing, the module to load on a
+# cluster, the Debian and Spack package, and the CMake variable that points at a copy elsewhere.
+
+# mnddp_missing WHAT HOW: the one line, and the end of the configure.
+function(mnddp_missing what how)
+  # A leading space: CMake prints the line as it is, instead of reflowing it into a paragraph.
+  message(FATAL_ERROR " mnddp: ${what} not found: ${how}")
+endfunction()
+
 find_package(Threads REQUIRED)
-find_package(MPI REQUIRED COMPONENTS C CXX)
-find_package(Boost 1.70 REQUIRED COMPONENTS program_options)
-find_package(fmt REQUIRED)
-find_package(spdlog REQUIRED)
-find_package(nlohmann_json 3.9 REQUIRED)
-find_package(Protobuf REQUIRED)  # --tensorboard: TensorBoard's event messages (protoc, libprotobuf)
-find_package(ZLIB REQUIRED)  # CRC-32 checksums of format-1 checkpoints (still read)
-# xxHash (Debian: libxxhash-dev): XXH3-64 block checksums of checkpoint arrays (format 2).
+find_package(MPI COMPONENTS C CXX)
+if(NOT MPI_C_FOUND OR NOT MPI_CXX_FOUND)
+  mnddp_missing("MPI (C and C++)" "module load openmpi (or your site's MPI); Debian: libopenmpi-dev; Spack: openmpi; or -DMPI_HOME=<prefix>")
+endif()
+find_package(Boost 1.70 COMPONENTS program_options)
+if(NOT Boost_FOUND)
+  mnddp_missing("Boost.Program_options >= 1.70" "module load boost; Debian: libboost-program-options-dev; Spack: boost+program_options; or -DBoost_ROOT=<prefix>")
+endif()
+find_package(fmt QUIET)
+if(NOT fmt_FOUND)
+  mnddp_missing("fmt" "module load fmt; Debian: libfmt-dev; Spack: fmt; or -Dfmt_ROOT=<prefix>")
+endif()
+find_package(spdlog QUIET)
+if(NOT spdlog_FOUND)
+  mnddp_missing("spdlog" "module load spdlog; Debian: libspdlog-dev; Spack: spdlog; or -Dspdlog_ROOT=<prefix>")
+endif()
+find_package(nlohmann_json 3.9 QUIET)
+if(NOT nlohmann_json_FOUND)
+  mnddp_missing("nlohmann-json >= 3.9" "Debian: nlohmann-json3-dev; Spack: nlohmann-json; or -Dnlohmann_json_ROOT=<prefix>")
+endif()
+find_package(Protobuf QUIET)  # --tensorboard: TensorBoard's event messages (protoc, libprotobuf)
+if(NOT Protobuf_FOUND OR NOT Protobuf_PROTOC_EXECUTABLE)
+  mnddp_missing("protobuf (libprotobuf and protoc)" "module load protobuf; Debian: libprotobuf-dev protobuf-compiler; Spack: protobuf; or -DProtobuf_ROOT=<prefix>")
+endif()
+find_package(ZLIB QUIET)  # CRC-32 checksums of format-1 checkpoints (still read)
+if(NOT ZLIB_FOUND)
+  mnddp_missing("zlib" "Debian: zlib1g-dev; Spack: zlib-api; or -DZLIB_ROOT=<prefix>")
+endif()
+# xxHash: XXH3-64 block checksums of checkpoint arrays (format 2).
 find_path(MNDDP_XXHASH_INCLUDE_DIR xxhash.h)
 find_library(MNDDP_XXHASH_LIBRARY xxhash)
 if(NOT MNDDP_XXHASH_INCLUDE_DIR OR NOT MNDDP_XXHASH_LIBRARY)
-  message(FATAL_ERROR "xxHash not found (xxhash.h, libxxhash): install libxxhash-dev, or run scripts/setup.sh")
+  mnddp_missing("xxHash (xxhash.h, libxxhash)" "Debian: libxxhash-dev; Spack: xxhash; or -DCMAKE_PREFIX_PATH=<prefix>")
 endif()
 add_library(mnddp::xxhash UNKNOWN IMPORTED)
 set_target_properties(mnddp::xxhash PROPERTIES IMPORTED_LOCATION "${MNDDP_XXHASH_LIBRARY}"
@@ -52,10 +83,19 @@ endif()
 
 # --- HDF5: must be the MPI-enabled build -------------------------------------------------------
 set(HDF5_PREFER_PARALLEL TRUE)
-find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(HDF5 COMPONENTS C)
+if(NOT HDF5_FOUND)
+  mnddp_missing("HDF5 (parallel)" "module load hdf5 (its MPI build, e.g. phdf5); Debian: libhdf5-openmpi-dev; Spack: hdf5+mpi; or -DHDF5_ROOT=<prefix>")
+endif()
+# HDF5 2.x's hdf5-config.cmake names it HDF5_PROVIDES_PARALLEL; CMake's FindHDF5 (up to 3.31) reads
+# only the 1.x name, and a parallel 2.x would read as serial.
+if(NOT HDF5_IS_PARALLEL AND HDF5_PROVIDES_PARALLEL)
+  set(HDF5_IS_PARALLEL TRUE)
+endif()
 if(NOT HDF5_IS_PARALLEL)
-  message(FATAL_ERROR "mnddp: HDF5 ${HDF5_VERSION} at ${HDF5_INCLUDE_DIRS} was built without MPI. "
-                      "Install the parallel build (Debian: libhdf5-openmpi-dev) or point HDF5_ROOT at one.")
+  message(FATAL_ERROR "mnddp: HDF5 ${HDF5_VERSION} at ${HDF5_INCLUDE_DIRS} was built without MPI: load its "
+                      "MPI build (module load phdf5 or hdf5/<version>-mpi; Debian: libhdf5-openmpi-dev; Spack: hdf5+mpi) "
+                      "or point -DHDF5_ROOT at one")
 endif()
 add_library(mnddp::hdf5 INTERFACE IMPORTED)
 target_include_directories(mnddp::hdf5 INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
@@ -78,8 +118,8 @@ if(NOT Torch_DIR)
   endif()
 endif()
 if(NOT Torch_DIR OR NOT EXISTS "${Torch_DIR}/TorchConfigVersion.cmake")
-  message(FATAL_ERROR "mnddp: LibTorch not found. Run scripts/setup.sh (venv with torch), "
-                      "or pass -DTorch_DIR=<libtorch>/share/cmake/Torch.")
+  mnddp_missing("LibTorch (a Python with torch >= 2.7, or a LibTorch distribution)"
+                "module load a Python with torch and pass -DMNDDP_PYTHON=<its python>; scripts/setup.sh (a venv with the torch wheel); Spack: py-torch; or -DTorch_DIR=<prefix>/share/cmake/Torch")
 endif()
 get_filename_component(MNDDP_TORCH_ROOT "${Torch_DIR}/../../.." ABSOLUTE)
 include("${Torch_DIR}/TorchConfigVersion.cmake")

@@ -14,6 +14,7 @@ APT_PACKAGES=(
   libgtest-dev zlib1g-dev libxxhash-dev libgoogle-perftools-dev python3-venv clang-format git
   slurm-wlm munge strace
   time # GNU time: bench/compare.sh's peak RSS
+  help2man lmod # the installed tree: man pages from --help, and its module file tested with Lmod
   libprotobuf-dev protobuf-compiler # --tensorboard: TensorBoard's event schema
 )
 

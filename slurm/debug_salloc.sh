@@ -15,7 +15,7 @@
 #   DEBUG_NODES (2), DEBUG_TASKS_PER_NODE (4), DEBUG_GPUS_PER_NODE (= tasks per node; 0 for none),
 #   DEBUG_CPUS_PER_TASK (4), DEBUG_TIME (00:20:00), DEBUG_SALLOC_ARGS (more salloc options, e.g.
 #   "--partition=debug --account=proj"), DEBUG_STEPS (20: --max-steps of the run),
-#   MNDDP_BIN (<this script's repository>/build/mnddp), MNDDP_CONFIG and MNDDP_<OPTION> as for training.
+#   MNDDP_BIN (<this script's repository>/build/mnddp, else the installed or PATH's mnddp), MNDDP_CONFIG and MNDDP_<OPTION> as for training.
 #
 # Looking at a running job from outside (a batch job that hangs, say): --overlap starts a step beside
 # the job's own, on the CPUs and GPUs it already holds, instead of queueing behind it.
@@ -42,8 +42,14 @@ if [ -z "${SLURM_JOB_ID:-}" ]; then
   exec salloc "${salloc_args[@]}" "${BASH_SOURCE[0]}" "$@"
 fi
 
-MNDDP_BIN=${MNDDP_BIN:-$(dirname "$here")/build/mnddp}
-[ -x "$MNDDP_BIN" ] || { echo "[debug_salloc] error: no mnddp binary at $MNDDP_BIN (set MNDDP_BIN)" >&2; exit 2; }
+# The binary: MNDDP_BIN, else this source tree's build, else the installed tree's (this script in
+# <prefix>/share/mnddp/slurm), else mnddp on PATH (module load mnddp).
+if [ -z "${MNDDP_BIN:-}" ]; then
+  MNDDP_BIN=$(dirname "$here")/build/mnddp
+  [ -x "$MNDDP_BIN" ] || [ ! -x "$here/../../../bin/mnddp" ] || MNDDP_BIN=$(cd "$here/../../../bin" && pwd)/mnddp
+  [ -x "$MNDDP_BIN" ] || MNDDP_BIN=$(command -v mnddp || echo "$MNDDP_BIN")
+fi
+[ -x "$MNDDP_BIN" ] || { echo "[debug_salloc] error: no mnddp binary at $MNDDP_BIN (set MNDDP_BIN, or module load mnddp)" >&2; exit 2; }
 export NCCL_DEBUG=${NCCL_DEBUG:-INFO}
 export NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET}
 cpus=${SLURM_CPUS_PER_TASK:-$cpus_per_task}

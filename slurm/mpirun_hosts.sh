@@ -9,7 +9,8 @@
 # Needs: password-less ssh to every node, the same paths (binary, data, venv) on every node.
 #
 # Environment (optional):
-#   MNDDP_BIN     the mnddp binary (default: <this script's repository>/build/mnddp)
+#   MNDDP_BIN     the mnddp binary (default: <this script's repository>/build/mnddp, else the installed
+#                 tree's bin/mnddp, else mnddp on PATH)
 #   NP            number of ranks (default: the sum of the hostfile's slots)
 #   MPIRUN        the launcher (default: mpirun)
 #   MPIRUN_ARGS   more mpirun options, split at spaces, e.g. "--mca btl_tcp_if_include eth0"
@@ -27,8 +28,14 @@ hostfile=$1
 shift
 [ -r "$hostfile" ] || die "cannot read the hostfile '$hostfile'"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-MNDDP_BIN=${MNDDP_BIN:-$(dirname "$here")/build/mnddp}
-[ -x "$MNDDP_BIN" ] || die "no mnddp binary at $MNDDP_BIN (set MNDDP_BIN)"
+# The binary: MNDDP_BIN, else this source tree's build, else the installed tree's (this script in
+# <prefix>/share/mnddp/slurm), else mnddp on PATH (module load mnddp).
+if [ -z "${MNDDP_BIN:-}" ]; then
+  MNDDP_BIN=$(dirname "$here")/build/mnddp
+  [ -x "$MNDDP_BIN" ] || [ ! -x "$here/../../../bin/mnddp" ] || MNDDP_BIN=$(cd "$here/../../../bin" && pwd)/mnddp
+  [ -x "$MNDDP_BIN" ] || MNDDP_BIN=$(command -v mnddp || echo "$MNDDP_BIN")
+fi
+[ -x "$MNDDP_BIN" ] || die "no mnddp binary at $MNDDP_BIN (set MNDDP_BIN, or module load mnddp)"
 
 # Slots per node and in all (a line without slots= counts as one slot, as Open MPI counts it).
 read -r nodes slots < <(awk '!/^[[:space:]]*(#|$)/ {

@@ -38,6 +38,7 @@
 #include "mnddp/train/determinism.hpp"
 #include "mnddp/train/device.hpp"
 #include "mnddp/train/trainer.hpp"
+#include "mnddp/version_report.hpp"
 #include "mnddp/watchdog.hpp"
 
 namespace {
@@ -64,12 +65,6 @@ constexpr const char* kUsage =
     "  incident  incident FILE: explain a failed job from its --incident-file (which rank, doing what)\n"
     "  version   print the versions mnddp was built with\n\n"
     "'mnddp train --help' lists every training option.\n";
-
-void print_versions() {
-  std::printf("mnddp %s (torch %s, HDF5 %s, CUDA %s, NCCL %s, %s)\n", build::kVersion, build::kTorchVersion,
-              build::kHdf5Version, MNDDP_HAVE_CUDA ? "yes" : "no", MNDDP_HAVE_NCCL ? "yes" : "no",
-              host_allocator_name());
-}
 
 // What rank 0 decided from the command line, broadcast to every rank.
 enum class Action : std::int64_t { Train = 0, Help = 1, HelpMarkdown = 2, PrintConfig = 3 };
@@ -280,7 +275,7 @@ int main(int argc, char** argv) {
     return args.empty() ? kExitUsage : kExitOk;
   }
   if (args[0] == "version" || args[0] == "--version") {
-    print_versions();
+    std::printf("%s", version_report(host_allocator_name()).c_str());
     return kExitOk;
   }
   if (args[0] == "export") {
@@ -320,6 +315,16 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[0];
   args.erase(args.begin());
+  // Help needs no MPI: it works on a login node without srun, and help2man builds the man pages from it.
+  for (const auto& a : args) {
+    if (a != "--help" && a != "-h" && a != "--help-markdown") continue;
+    const std::string text = command == "plan"        ? plan_usage()
+                             : command == "preflight" ? preflight_usage()
+                             : a == "--help-markdown" ? help_markdown()
+                                                      : help_text();
+    std::printf("%s", text.c_str());
+    return kExitOk;
+  }
 
   Activity::name_thread("main");
   hold_preemption_signals(TrainingConfig{}.preempt_signals);  // a warning during start-up must not kill the rank

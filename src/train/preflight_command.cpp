@@ -134,24 +134,26 @@ std::string attempt(F&& check, bool& failed) {
 
 }  // namespace
 
+const char* preflight_usage() {
+  return "Usage: mpirun -np N mnddp preflight [--link-mb MB] [--slow-below F] [train options]\n\n"
+         "Checks, in seconds, what the training run with the same options will need: every rank's device,\n"
+         "its share of the data files, the checkpoint directory (writable, room for two of its newest\n"
+         "checkpoint) and the bandwidth between ranks over the training backend, in a ring and by pairs.\n"
+         "Exit code 0 when fit, 5 otherwise, with the nodes to leave out as --exclude=NODES.\n"
+         "  --link-mb MB         bytes per transfer of the link test (default 16)\n"
+         "  --slow-below F       a link is slow under F times the median of its kind (default 0.5)\n"
+         "  --save-network FILE  also measure latency and bandwidth by message size within and across\n"
+         "                       nodes, and write them as 'mnddp plan --network FILE' reads them\n"
+         "  --inject-slow-rank R testing aid: rank R waits before each transfer (0.5 s, or\n"
+         "                       ten times its longest transfer of the round if longer)\n";
+}
+
 int preflight_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::string> args) {
   MpiComm world;
   const RankInfo& rank = runtime.info();
   init_logging({rank.rank, rank.world_size, LogLevel::Info, false});
   if (std::ranges::any_of(args, [](const std::string& a) { return a == "--help" || a == "-h"; })) {
-    if (rank.is_root())
-      std::printf(
-          "Usage: mpirun -np N mnddp preflight [--link-mb MB] [--slow-below F] [train options]\n\n"
-          "Checks, in seconds, what the training run with the same options will need: every rank's device,\n"
-          "its share of the data files, the checkpoint directory (writable, room for two of its newest\n"
-          "checkpoint) and the bandwidth between ranks over the training backend, in a ring and by pairs.\n"
-          "Exit code 0 when fit, 5 otherwise, with the nodes to leave out as --exclude=NODES.\n"
-          "  --link-mb MB         bytes per transfer of the link test (default 16)\n"
-          "  --slow-below F       a link is slow under F times the median of its kind (default 0.5)\n"
-          "  --save-network FILE  also measure latency and bandwidth by message size within and across\n"
-          "                       nodes, and write them as 'mnddp plan --network FILE' reads them\n"
-          "  --inject-slow-rank R testing aid: rank R waits before each transfer (0.5 s, or\n"
-          "                       ten times its longest transfer of the round if longer)\n");
+    if (rank.is_root()) std::printf("%s", preflight_usage());
     return kExitOk;
   }
   PreflightOptions options;

@@ -57,5 +57,5 @@ submit bad --nodes=1 --ntasks-per-node=1 --gpus-per-node=0 --cpus-per-task=1 --t
   --export=ALL,MNDDP_BIN=/nonexistent/mnddp "$SLURM_DIR/train.sbatch"
 wait_until 60 job_ended "$bad" || fail "job $bad did not end within 60 s"
 expect_job "a missing binary fails the job" "$bad" FAILED 2:0 &&
-  expect_log "... and says why" "$WORK/bad.out" 'error: no mnddp binary at /nonexistent/mnddp \(set MNDDP_BIN\)'
+  expect_log "... and says why" "$WORK/bad.out" 'error: no mnddp binary at /nonexistent/mnddp \(set MNDDP_BIN, or module load mnddp\)'
 finish

@@ -18,4 +18,7 @@ class Watchdog;
 // Options of its own (--link-mb, --slow-below, --inject-slow-rank), then any `mnddp train` option.
 int preflight_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::string> args);
 
+// `mnddp preflight --help`'s text: printed before MPI starts (a login node, help2man).
+const char* preflight_usage();
+
 }  // namespace mnddp

@@ -17,4 +17,7 @@ class Watchdog;
 
 int plan_command(Runtime& runtime, Watchdog& watchdog, std::vector<std::string> args);
 
+// `mnddp plan --help`'s text: printed before MPI starts (a login node, help2man).
+const char* plan_usage();
+
 }  // namespace mnddp
