@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -65,6 +66,14 @@ constexpr const char* kUsage =
     "  incident  incident FILE: explain a failed job from its --incident-file (which rank, doing what)\n"
     "  version   print the versions mnddp was built with\n\n"
     "'mnddp train --help' lists every training option.\n";
+
+// Before MPI starts: whether the launcher (Open MPI, PMIx, PMI, Slurm) made this process rank 0,
+// or nothing launched it.
+bool launched_as_rank_zero() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* value = std::getenv(name)) return std::string(value) == "0";
+  return true;
+}
 
 // What rank 0 decided from the command line, broadcast to every rank.
 enum class Action : std::int64_t { Train = 0, Help = 1, HelpMarkdown = 2, PrintConfig = 3 };
@@ -322,7 +331,7 @@ int main(int argc, char** argv) {
                              : command == "preflight" ? preflight_usage()
                              : a == "--help-markdown" ? help_markdown()
                                                       : help_text();
-    std::printf("%s", text.c_str());
+    if (launched_as_rank_zero()) std::printf("%s", text.c_str());  // once under mpirun or srun
     return kExitOk;
   }
 

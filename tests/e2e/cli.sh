@@ -45,6 +45,10 @@ check "file wins over default" grep -qx "hidden = 7" "$WORK/p.out"
 timeout 30 "$MPIEXEC" -np 2 --oversubscribe "$MNDDP_BIN" train --print-config >"$WORK/mpi.ini" 2>/dev/null
 check "print-config under mpirun prints once" test "$(grep -c '^lr = ' "$WORK/mpi.ini")" = 1
 
+# Help starts no MPI (a login node, help2man), and under mpirun only rank 0 prints it.
+timeout 30 "$MPIEXEC" -np 2 --oversubscribe "$MNDDP_BIN" train --help >"$WORK/mpi-help" 2>/dev/null
+check "train --help under mpirun prints once" test "$(grep -c '^Usage' "$WORK/mpi-help")" = 1
+
 # docs/CONFIG.md is generated from the option table; a stale copy fails here.
 if [ -n "${MNDDP_SOURCE_DIR:-}" ]; then
   "$MNDDP_BIN" train --help-markdown >"$WORK/CONFIG.md"
