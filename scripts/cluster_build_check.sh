@@ -61,7 +61,9 @@ if [ "${1:-}" = --as-user ]; then
     [[ $loaded == *deps/1.0* ]] || { echo "module load mnddp did not load deps: $loaded" >&2; exit 1; }
     mnddp version
     [ ! -e /usr/local/cuda/lib64 ] || { echo "the CUDA toolkit is visible" >&2; exit 1; }
-    ! ls /usr/lib/x86_64-linux-gnu/libmpi.so* >/dev/null 2>&1 || { echo "the system MPI is visible" >&2; exit 1; }
+    for f in /usr/lib/x86_64-linux-gnu/libmpi.so* /usr/bin/mpicc /usr/include/hdf5/openmpi/hdf5.h; do
+      [ ! -e "$f" ] && [ ! -L "$f" ] || { echo "the system copy $f is visible" >&2; exit 1; }
+    done
     mnddp-data synth --out data/demo --train-samples 2048 --val-samples 512 --shards 2 --shape 1,28,28 \
       --classes 10 --noise 8 --seed 1234 >/dev/null
     OMP_NUM_THREADS=1 timeout 300 mpirun -np 2 --oversubscribe mnddp train \
@@ -99,9 +101,15 @@ hidden=$(wc -w <<<"$packages")
 dpkg -L $packages 2>/dev/null | python3 -c '
 import os, sys
 upper = sys.argv[1]
-for path in sys.stdin.read().split("\n"):
-    if not path.startswith("/usr/") or not (os.path.isfile(path) or os.path.islink(path)):
-        continue
+hidden = {p for p in sys.stdin.read().split("\n")
+          if p.startswith("/usr/") and (os.path.isfile(p) or os.path.islink(p))}
+# The links update-alternatives made (mpicc, libmpi.so, ...) belong to no package: hidden with their targets.
+for top in ("/usr/bin", "/usr/include", "/usr/lib/x86_64-linux-gnu"):
+    for name in os.listdir(top):
+        link = os.path.join(top, name)
+        if os.path.islink(link) and os.path.realpath(link) in hidden:
+            hidden.add(link)
+for path in hidden:
     target = upper + path[len("/usr"):]
     os.makedirs(os.path.dirname(target), exist_ok=True)
     if not os.path.lexists(target):
