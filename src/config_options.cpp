@@ -22,8 +22,8 @@ std::vector<OptionSpec> build_table() {
   using C = TrainingConfig;
 
   t.group("Data");
-  t.add("train-data", &C::train_data, "training shards (required): a glob, a directory, a list file (.txt) or a comma list",
-        not_empty());
+  t.add("train-data", &C::train_data,
+        "training shards (required): a glob, a directory, a list file (.txt) or a comma list", not_empty());
   t.add("val-data", &C::val_data, "validation shards, same forms; empty for no validation", any_text());
   t.add("x-name", &C::x_name, "name of the input dataset inside each HDF5 file", not_empty());
   t.add("y-name", &C::y_name, "name of the label dataset inside each HDF5 file", not_empty());
