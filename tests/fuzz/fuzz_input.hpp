@@ -1,6 +1,8 @@
 // Shared by the fuzz harnesses: the input as a file with a path, since mnddp's readers take paths.
 // It lives in /dev/shm (memory: no disk, and removed at once) under a unique name; a memfd's
 // /proc/self/fd path would do for text, but HDF5 resolves a file's real path and refuses it.
+// MNDDP_FUZZ_DIR names a directory to use instead: run_fuzz.sh gives each test one and removes it,
+// since an input that crashes HDF5 ends the process before this file is unlinked.
 #pragma once
 
 #include <unistd.h>
@@ -15,7 +17,8 @@ namespace mnddp::fuzz {
 class MemoryFile {
  public:
   MemoryFile(const std::uint8_t* data, std::size_t size) {
-    const char* directory = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    const char* directory = std::getenv("MNDDP_FUZZ_DIR");
+    if (directory == nullptr || *directory == '\0') directory = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     path_ = std::string(directory) + "/mnddp-fuzz-XXXXXX";
     const int fd = ::mkstemp(path_.data());
     if (fd < 0) std::abort();

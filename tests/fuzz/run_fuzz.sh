@@ -15,14 +15,20 @@ artifacts=$(dirname "$found")/artifacts/$name
 rm -rf "$artifacts"
 mkdir -p "$artifacts" "$found"
 limits=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048)
+# The harnesses' input files (tests/fuzz/fuzz_input.hpp) go into a directory of this test's own, in
+# memory where there is /dev/shm: an input that crashes the process leaves its file behind.
+scratch=$(mktemp -d /dev/shm/mnddp-fuzz.XXXXXX 2>/dev/null || mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export MNDDP_FUZZ_DIR=$scratch
 # As scripts/fuzz.sh sets them, when ctest runs the test by itself: undefined behaviour is a finding;
 # leaks in the libraries we did not build are theirs (tests/asan/lsan.supp).
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(dirname "$0")/../asan/lsan.supp:print_suppressions=0}
 
 if [ "$mode" = strict ]; then
-  exec "$harness" -max_total_time="$seconds" "${limits[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" \
+  "$harness" -max_total_time="$seconds" "${limits[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" \
     "$found" "$corpus"
+  exit
 fi
 
 # The first frame of the first stack in a report that is neither the sanitizer's runtime, its
