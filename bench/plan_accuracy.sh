@@ -3,11 +3,20 @@
 # --save-network, 2 ranks), then per zoo model a plan on one rank and training runs on 1..4 ranks
 # with --plan, whose summaries print the prediction beside the measured step time and peak memory.
 # Prints one line per (model, ranks) and the median and worst errors, the figures docs/PLAN.md
-# records.
-# Usage: bench/plan_accuracy.sh [steps] [model...]    (default: 30 convnet resnet18 gpt mlp)
+# records. With -r N every run is repeated N times, the repeats interleaved (all models and rank
+# counts once, then again) so that drift on the machine spreads over every case; the error is taken
+# against the median of the repeats, and the spread of the measured step (min-max) is printed beside
+# it: where ranks share cores the runs themselves differ by more than the model's error.
+# Usage: bench/plan_accuracy.sh [-r repeats] [steps] [model...]  (default: -r 1 30 convnet resnet18 gpt mlp)
 set -euo pipefail
 source "$(dirname "$0")/../scripts/common.sh"
 mnddp_mpi_env
+repeats=1
+if [ "${1:-}" = -r ]; then
+  repeats="${2:?-r: give the number of repeats}"
+  shift 2
+fi
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "plan_accuracy.sh: -r: expected a positive count, got '$repeats'" >&2; exit 2; }
 steps="${1:-30}"
 shift || true
 models=("$@")
@@ -41,29 +50,42 @@ for model in "${models[@]}"; do
   # shellcheck disable=SC2046
   "$bin" plan $(model_args "$model") "${common[@]}" --network "$work/net.json" --max-nodes 1 --plan-steps 10 \
     --json "$work/$model.plan.json" >"$work/$model.plan.log" 2>&1 || { cat "$work/$model.plan.log"; exit 1; }
-  for np in 1 2 3 4; do
-    # shellcheck disable=SC2046
-    mpirun -np "$np" --oversubscribe "$bin" train $(model_args "$model") "${common[@]}" --max-steps "$steps" \
-      --log-interval "$steps" --plan "$work/$model.plan.json" --metrics-file "$work/$model.$np.jsonl" \
-      >"$work/$model.$np.log" 2>&1 || { cat "$work/$model.$np.log"; exit 1; }
+done
+for rep in $(seq "$repeats"); do
+  for model in "${models[@]}"; do
+    for np in 1 2 3 4; do
+      run="$work/$model.$np.$rep"
+      # shellcheck disable=SC2046
+      mpirun -np "$np" --oversubscribe "$bin" train $(model_args "$model") "${common[@]}" --max-steps "$steps" \
+        --log-interval "$steps" --plan "$work/$model.plan.json" --metrics-file "$run.jsonl" \
+        >"$run.log" 2>&1 || { cat "$run.log"; exit 1; }
+    done
   done
 done
 
-"$python" - "$work" "${models[@]}" <<'PY'
+"$python" - "$work" "$repeats" "${models[@]}" <<'PY'
 import json, statistics, sys
-work, models = sys.argv[1], sys.argv[2:]
+work, repeats, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 steps, memory = [], []
-print(f"{'model':10} {'ranks':>5} {'predicted':>10} {'measured':>10} {'error':>7}   {'memory pred.':>12} {'peak RSS':>9} {'error':>7}")
+print(f"{'model':10} {'ranks':>5} {'predicted':>10} {'measured':>10} {'spread':>15} {'error':>7}   "
+      f"{'memory pred.':>12} {'peak RSS':>9} {'error':>7}")
 for model in models:
     for np in (1, 2, 3, 4):
-        s = [json.loads(l) for l in open(f"{work}/{model}.{np}.jsonl") if '"summary"' in l][-1]
-        p = s["plan"]
-        e = p["predicted_step_s"] / p["measured_step_s"] - 1
-        m = p["predicted_memory_bytes"] / p["peak_bytes"] - 1
+        plans = [[json.loads(l) for l in open(f"{work}/{model}.{np}.{r}.jsonl") if '"summary"' in l][-1]["plan"]
+                 for r in range(1, repeats + 1)]
+        predicted = statistics.median(p["predicted_step_s"] for p in plans)
+        measured = [p["measured_step_s"] for p in plans]
+        step = statistics.median(measured)
+        peak = statistics.median(p["peak_bytes"] for p in plans)
+        predicted_memory = statistics.median(p["predicted_memory_bytes"] for p in plans)
+        e = predicted / step - 1
+        m = predicted_memory / peak - 1
         steps.append(abs(e))
         memory.append(abs(m))
-        print(f"{model:10} {np:>5} {p['predicted_step_s']*1e3:>8.1f}ms {p['measured_step_s']*1e3:>8.1f}ms {e:>+7.1%}   "
-              f"{p['predicted_memory_bytes']/2**20:>9.0f}MiB {p['peak_bytes']/2**20:>6.0f}MiB {m:>+7.1%}")
-print(f"step time: median error {statistics.median(steps):.1%}, worst {max(steps):.1%} over {len(steps)} runs")
+        spread = f"{min(measured)*1e3:.1f}-{max(measured)*1e3:.1f}"
+        print(f"{model:10} {np:>5} {predicted*1e3:>8.1f}ms {step*1e3:>8.1f}ms {spread:>15} {e:>+7.1%}   "
+              f"{predicted_memory/2**20:>9.0f}MiB {peak/2**20:>6.0f}MiB {m:>+7.1%}")
+print(f"step time: median error {statistics.median(steps):.1%}, worst {max(steps):.1%} over {len(steps)} cases"
+      f" ({repeats} run(s) each, the median taken)")
 print(f"memory:    median error {statistics.median(memory):.1%}, worst {max(memory):.1%}")
 PY

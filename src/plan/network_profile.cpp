@@ -8,10 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "mnddp/error.hpp"
+#include "mnddp/plan/input_file.hpp"
 
 namespace mnddp {
 
@@ -179,12 +178,7 @@ NetworkProfile load_network_profile(const std::string& spec, const std::string& 
     for (const auto& p : reference_networks()) names += (names.empty() ? "" : ", ") + p.name;
     throw UsageError(fmt::format("{}: neither a file nor a reference network ({})", what, names));
   }
-  if (std::filesystem::file_size(spec, ec) > (1u << 20)) throw UsageError(fmt::format("{}: larger than 1 MiB", what));
-  std::ifstream in(spec);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw UsageError(fmt::format("{}: cannot be read", what));
-  return parse_network_profile(text.str(), what);
+  return parse_network_profile(read_plan_input_file(spec, what, 1u << 20), what);
 }
 
 }  // namespace mnddp

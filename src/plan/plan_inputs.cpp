@@ -7,10 +7,9 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "mnddp/error.hpp"
+#include "mnddp/plan/input_file.hpp"
 
 namespace mnddp {
 namespace {
@@ -132,12 +131,7 @@ PlanInputs load_plan_inputs(const std::string& path, const std::string& option) 
   const std::string what = fmt::format("{} '{}'", option, path);
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw UsageError(fmt::format("{}: no such file", what));
-  if (std::filesystem::file_size(path, ec) > (64u << 20)) throw UsageError(fmt::format("{}: larger than 64 MiB", what));
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw UsageError(fmt::format("{}: cannot be read", what));
-  return parse_plan_inputs(text.str(), what);
+  return parse_plan_inputs(read_plan_input_file(path, what, 64u << 20), what);
 }
 
 }  // namespace mnddp

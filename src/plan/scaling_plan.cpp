@@ -94,6 +94,36 @@ std::string duration(double s) {
   return fmt::format("{:.1f} min", s / 60);
 }
 
+// Each --zero stage's memory per rank split into its parts, on one node and, where ZeRO's shares make
+// it smaller (by 1% or more), at the largest node count: what decides the stage and the node count to ask for.
+std::string memory_split_text(const ScalingPlan& plan) {
+  const PlanInputs& in = plan.inputs;
+  std::string text = fmt::format("plan: memory per rank{:>8} {:>11} {:>10} {:>10} {:>12} {:>9} {:>10}\n", "",
+                                 "parameters", "gradients", "optimizer", "activations", "buffers", "total");
+  for (int z = 0; z < 3; ++z) {
+    const PlanRow& one = plan.rows.front();
+    const PlanRow& most = plan.rows.back();
+    const bool shrinks = most.nodes > one.nodes && most.memory[z].total() < 0.99 * one.memory[z].total();
+    for (const PlanRow* r : {&one, &most}) {
+      if (r == &most && !shrinks) break;
+      const auto& m = r->memory[z];
+      const std::string where = fmt::format("--zero {}, {} node{}", z, r->nodes, r->nodes == 1 ? "" : "s");
+      // Small parts in KiB, or MiB with a decimal: a small model's parts are not all "0 MiB".
+      const auto mib = [](double bytes) {
+        if (bytes < kMiB) return fmt::format("{:.0f} KiB", bytes / 1024);
+        return fmt::format("{:.{}f} MiB", bytes / kMiB, bytes < 10 * kMiB ? 1 : 0);
+      };
+      text += fmt::format("  {:<27} {:>11} {:>10} {:>10} {:>12} {:>9} {:>6.2f} GiB{}\n", where, mib(m.parameters),
+                          mib(m.gradients), mib(m.optimizer_state), mib(m.activations), mib(m.buffers),
+                          m.total() / kGiB, r->fits[z] ? "" : "  does not fit");
+    }
+  }
+  if (in.device_memory > 0)
+    text += fmt::format("plan: a rank may use {:.1f} GiB (--device-memory; '!' in the table: does not fit)\n",
+                        in.device_memory / kGiB);
+  return text;
+}
+
 }  // namespace
 
 ScalingPlan make_scaling_plan(const PlanInputs& inputs) {
@@ -126,14 +156,7 @@ std::string scaling_plan_text(const ScalingPlan& plan) {
                     r.topology.ranks(), duration(r.step.step_s), r.samples_per_s, r.efficiency * 100,
                     duration(r.step.exposed_s), duration(r.step.allgather_s), memory, algorithm_name(r.step.algorithm));
   }
-  const auto& m = plan.rows.front().memory[in.options.zero_stage];
-  text += fmt::format(
-      "plan: memory per rank at --zero {} on one node: parameters {:.0f} MiB, gradients {:.0f}, optimizer state "
-      "{:.0f}, "
-      "activations {:.0f}, buffers {:.0f}{}\n",
-      in.options.zero_stage, m.parameters / kMiB, m.gradients / kMiB, m.optimizer_state / kMiB, m.activations / kMiB,
-      m.buffers / kMiB,
-      in.device_memory > 0 ? fmt::format(" (of {:.1f} GiB; '!': does not fit)", in.device_memory / kGiB) : "");
+  text += memory_split_text(plan);
   const PlanAdvice& a = plan.advice;
   text += fmt::format("advice: --bucket-cap-mb {:g}{}\n", a.bucket_cap_mb,
                       a.bucket_gain > 0

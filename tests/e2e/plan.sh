@@ -40,7 +40,8 @@ run_plan 0 120 "${DATA[@]}" --network h100-nvlink-ib400 --max-nodes 16 --plan-st
 expect_plan "a plan on one rank" '^plan: convnet.* measured on cpu: step [0-9.]+ ms alone' \
   '^ +1 +8 +[0-9.]+ ms' '^ +16 +128 ' '^advice: --bucket-cap-mb [0-9]+' '^advice: --zero [012] ' \
   '^advice: (up to [0-9]+ nodes|under 80%)' '^advice: checkpoint every [0-9]+ steps' \
-  '^plan: measured 5 steps'
+  '^plan: measured 5 steps' '^plan: memory per rank +parameters +gradients +optimizer +activations +buffers +total$' \
+  '^  --zero 0, 1 node( +[0-9.]+ [KM]iB){5} +[0-9.]+ GiB'
 CASES=$((CASES + 1))
 if "$MNDDP_PYTHON" - "$WORK/plan.json" <<'PY' >"$WORK/check" 2>&1; then
 import json, sys

@@ -25,6 +25,21 @@ NetworkProfile simple_network() {
   return n;
 }
 
+// A 30 ms step (forward 10, backward 20) with one 4 MB bucket ready at its end, on simple_network.
+PlanInputs simple_plan_inputs(int max_nodes) {
+  PlanInputs in;
+  in.network = simple_network();
+  in.gpus_per_node = 2;
+  in.max_nodes = max_nodes;
+  in.batch_per_rank = 10;
+  in.step.forward_s = 0.01;
+  in.step.backward_s = 0.02;
+  in.step.gradient_bytes = {4'000'000};
+  in.step.keys = {0};
+  in.step.ready_s = {0.02};
+  return in;
+}
+
 }  // namespace
 
 TEST(PlanCollectives, RingWithinANodeIsTwoNMinusOneHopsOfAChunk) {
@@ -240,16 +255,7 @@ TEST(PlanRows, NodeCountsDoubleUpToTheMaximum) {
 }
 
 TEST(PlanRows, EfficiencyFallsWithCommunicationAndTheAdviceSaysWhere) {
-  PlanInputs in;
-  in.network = simple_network();
-  in.gpus_per_node = 2;
-  in.max_nodes = 64;
-  in.batch_per_rank = 10;
-  in.step.forward_s = 0.01;
-  in.step.backward_s = 0.02;
-  in.step.gradient_bytes = {4'000'000};
-  in.step.keys = {0};
-  in.step.ready_s = {0.02};
+  const PlanInputs in = simple_plan_inputs(64);
   const ScalingPlan plan = make_scaling_plan(in);
   ASSERT_EQ(plan.rows.size(), 7u);
   EXPECT_DOUBLE_EQ(plan.single_rank_step_s, 0.03);
@@ -260,4 +266,20 @@ TEST(PlanRows, EfficiencyFallsWithCommunicationAndTheAdviceSaysWhere) {
   EXPECT_EQ(plan.advice.efficient_up_to, 1);
   EXPECT_NE(scaling_plan_text(plan).find("advice: up to 1 nodes"), std::string::npos);
   EXPECT_NE(scaling_plan_json(plan).find("\"efficient_up_to_nodes\": 1"), std::string::npos);
+}
+
+TEST(PlanRows, TheMemoryLinesSplitEveryStageAndShowTheLargestSizeWhereZeroShrinksIt) {
+  PlanInputs in = simple_plan_inputs(8);
+  constexpr double MiB = 1 << 20;
+  in.memory = {400 * MiB, 400 * MiB, 800 * MiB, 2000 * MiB, 100 * MiB, 10 * MiB};
+  const std::string text = scaling_plan_text(make_scaling_plan(in));
+  // --zero 0: 400 + 400 + 800 + 300 activations + 100 baseline.
+  EXPECT_NE(
+      text.find("  --zero 0, 1 node                400 MiB    400 MiB    800 MiB      300 MiB   100 MiB   1.95 GiB"),
+      std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("--zero 0, 8 nodes"), std::string::npos) << "nothing shrinks at --zero 0:\n" << text;
+  // --zero 1 on 8 nodes of 2: a sixteenth of the optimizer state.
+  EXPECT_NE(text.find("  --zero 1, 8 nodes               400 MiB    400 MiB     50 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("  --zero 2, 8 nodes"), std::string::npos) << text;
 }
