@@ -58,7 +58,17 @@ else()
 endif()
 
 # --- the Lmod module file ----------------------------------------------------------------------
+# The MPI library by name and version (FindMPI leaves MPI_C_LIBRARY_VERSION_STRING empty unless it
+# ran a test program): from mpi.h's Open MPI or MPICH version macros, else the standard's version.
 string(REGEX MATCH "^[^,\n]+" MNDDP_MPI_NAME "${MPI_C_LIBRARY_VERSION_STRING}")
+if(NOT MNDDP_MPI_NAME AND EXISTS "${MPI_C_HEADER_DIR}/mpi.h")
+  file(STRINGS "${MPI_C_HEADER_DIR}/mpi.h" _mpi_version REGEX "^#define (OMPI_(MAJOR|MINOR|RELEASE)_VERSION|MPICH_VERSION) ")
+  if(_mpi_version MATCHES "OMPI_MAJOR_VERSION ([0-9]+);.*OMPI_MINOR_VERSION ([0-9]+);.*OMPI_RELEASE_VERSION ([0-9]+)")
+    set(MNDDP_MPI_NAME "Open MPI ${CMAKE_MATCH_1}.${CMAKE_MATCH_2}.${CMAKE_MATCH_3}")
+  elseif(_mpi_version MATCHES "MPICH_VERSION \"([^\"]+)\"")
+    set(MNDDP_MPI_NAME "MPICH ${CMAKE_MATCH_1}")
+  endif()
+endif()
 if(NOT MNDDP_MPI_NAME)
   set(MNDDP_MPI_NAME "MPI ${MPI_C_VERSION}")
 endif()

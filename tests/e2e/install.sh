@@ -37,6 +37,9 @@ check "... and sets MNDDP_ROOT to the moved prefix" grep -qx "root=$PREFIX" "$WO
 check "mnddp version names the moved executable" grep -qE "^  executable +[0-9.]+ +$PREFIX/bin/mnddp$" "$WORK/version"
 check "mnddp version names the loaded torch's file" grep -qE "^  torch \(CPU half\) .*/libtorch_cpu.so$" "$WORK/version"
 check "mnddp version names the loaded MPI's file" grep -qE "^  MPI .*/libmpi.so" "$WORK/version"
+in_module 'module help mnddp' >"$WORK/help" 2>&1
+check "module help names the MPI library and version it was built against" \
+  grep -qE "Built against torch [0-9.]+ .*, (Open MPI|MPICH) [0-9]+\.[0-9]+" "$WORK/help"
 
 if grep -q 'man page' "$WORK/install.log" || [ -e "$PREFIX/share/man/man1/mnddp.1" ]; then
   in_module 'man -w mnddp-train && man -w mnddp-data' >"$WORK/man" 2>&1
