@@ -2,6 +2,7 @@
 #include "compressed_chunks.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #if defined(__SSE2__)
@@ -160,6 +161,15 @@ bool CompressedChunks::locate(std::size_t chunk) {
     if (H5Dget_chunk_info_by_coord(dataset_, coordinates.data(), &at.filter_mask, &address, &size) < 0)
       throw UsageError(
           fmt::format("'{}': dataset '{}': cannot locate chunk {}: {}", path_, name_, chunk, h5_take_error()));
+    // The chunk index is the file's own claim: a stored extent past the file's end is a damaged or
+    // forged file, refused before decode() sizes a buffer from it.
+    struct stat file {};
+    if (address != HADDR_UNDEF && (fstat(fd_, &file) != 0 || address > static_cast<std::uint64_t>(file.st_size) ||
+                                   size > static_cast<std::uint64_t>(file.st_size) - address))
+      throw UsageError(
+          fmt::format("'{}': dataset '{}' chunk {} claims {} bytes at offset {}, past the file's end: "
+                      "corrupt?",
+                      path_, name_, chunk, size, address));
     at.allocated = address != HADDR_UNDEF;
     at.address = address;
     at.size = size;
